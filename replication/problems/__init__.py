@@ -1,0 +1,1 @@
+"""Objective functions of the replication studies."""

@@ -1,0 +1,29 @@
+"""Sharpness-Aware Black-box Optimization (SABO) with a diagonal Gaussian search distribution.
+
+Quick start::
+
+    import numpy as np, sabo
+    res = sabo.minimize(lambda X: np.sum(X**2, axis=1), x0=np.ones(20), max_iter=300, seed=0)
+
+or drive the optimizer yourself::
+
+    opt = sabo.SABO(x0, sigma0=1.0, popsize=50, lr=0.1, rho=1.0, seed=0)
+    while opt.nit < 100:
+        X = opt.ask()
+        opt.tell(X, f(X))
+"""
+from .distribution import DiagonalGaussian, kl_diag_gaussians
+from .estimators import search_gradients, utilities
+from .minimize import OptimizeResult, minimize, run
+from .perturbation import closed_form_lambda, exact_lambda, perturbation_from_lambda, perturbation_kl
+from .protocol import AskTellOptimizer
+from .gaussian_search import GaussianSearch, default_popsize
+from .sabo import SABO
+from .schedules import Constant, InvSqrt
+
+__all__ = [
+    "SABO", "AskTellOptimizer", "GaussianSearch", "OptimizeResult", "minimize", "run", "default_popsize",
+    "DiagonalGaussian", "kl_diag_gaussians", "search_gradients", "utilities",
+    "closed_form_lambda", "exact_lambda", "perturbation_from_lambda", "perturbation_kl",
+    "Constant", "InvSqrt",
+]

@@ -1,0 +1,80 @@
+"""Shared machinery of the diagonal-Gaussian search-gradient methods (SABO and INGO).
+
+Both sample ``x_j = mu + sigma * z_j`` (plus the centre point when the F(mu) baseline is
+used), turn values into utilities (``sabo.estimators``) and take the KL-regularised step
+of eq. (32_update) -- INGO at theta_t, SABO with gradients taken at theta_t + delta_t.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .estimators import BASELINES, SHAPINGS, utilities
+from .protocol import AskTellOptimizer
+from .safeguard import clamp_precision_ratio
+from .schedules import as_schedule
+from .validation import check_choice, check_in_interval, check_x0
+
+
+def default_popsize(dim: int) -> int:
+    """INGO's reference default: the even number at or above 4 + floor(3 ln d)."""
+    n = 4 + int(np.floor(3 * np.log(dim)))
+    return n + (n % 2)
+
+
+class GaussianSearch(AskTellOptimizer):
+    """Base of :class:`sabo.SABO` and :class:`baselines.INGO`; see their docstrings for parameters."""
+
+    def __init__(self, x0, *, sigma0, popsize, lr, seed, baseline, shaping, precision_floor, nonfinite):
+        x0 = check_x0(x0)
+        super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
+                         seed=seed, nonfinite=nonfinite)
+        self._lr = as_schedule("lr", lr)
+        self._baseline = check_choice("baseline", baseline, BASELINES)
+        self._shaping = check_choice("shaping", shaping, SHAPINGS)
+        self._floor = check_in_interval("precision_floor", precision_floor, 0.0, 1.0, closed="right")
+        self._mu = self._x0.copy()
+        self._sigma2 = self._sigma0**2
+        self._z: np.ndarray | None = None
+        self._stats.update(safeguard_update=0, safeguard_update_coords=0, flat_populations=0, lr=np.nan)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """mu_t."""
+        return self._mu.copy()
+
+    @property
+    def sigma2(self) -> np.ndarray:
+        """Diagonal of Sigma_t."""
+        return self._sigma2.copy()
+
+    @property
+    def population_rows(self) -> int:
+        """Rows of one ask: N, plus the centre point with ``baseline="center"``."""
+        return self._popsize + (self._baseline == "center")
+
+    def _sample(self, mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
+        """Draw z ~ N(0, I) (kept for the estimator) and return the population; centre last."""
+        self._z = self._rng.standard_normal((self._popsize, self._dim))
+        X = mu + np.sqrt(sigma2) * self._z
+        return np.vstack([X, mu]) if self._baseline == "center" else X
+
+    def _utilities(self, values: np.ndarray) -> np.ndarray:
+        n = self._popsize
+        centre = values[n] if self._baseline == "center" else None
+        u = utilities(values[:n], centre, baseline=self._baseline, shaping=self._shaping)
+        if not np.any(u):
+            self._stats["flat_populations"] += 1
+        return u
+
+    def _step(self, g: np.ndarray, G: np.ndarray) -> None:
+        """Eq. (32_update): mu <- mu - beta Sigma g,  Sigma^{-1} <- Sigma^{-1} + 2 beta G (safeguarded)."""
+        beta, sigma2 = self._lr(self._nit), self._sigma2
+        mu_new = self._mu - beta * sigma2 * g
+        ratio, clamped = clamp_precision_ratio(1.0 + 2.0 * beta * sigma2 * G, self._floor)
+        sigma2_new = sigma2 / ratio
+        self._require_finite(mean=mu_new, covariance=sigma2_new)
+        self._mu, self._sigma2 = mu_new, sigma2_new
+        self._nit += 1
+        self._stats["safeguard_update"] += clamped > 0
+        self._stats["safeguard_update_coords"] += clamped
+        self._stats["lr"] = beta

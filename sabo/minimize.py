@@ -1,0 +1,96 @@
+"""Drive any ask/tell optimizer on a vectorised objective; ``sabo.minimize`` for SABO itself."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .protocol import AskTellOptimizer
+from .validation import check_int
+
+STATUS_MESSAGES = {
+    0: "maximum number of iterations reached",
+    1: "maximum number of function evaluations reached",
+    2: "stopped by callback",
+}
+
+
+@dataclass
+class OptimizeResult:
+    """Outcome of :func:`run` / :func:`minimize`.
+
+    ``x`` is the final mean of the search distribution and ``fun = F(x)``, evaluated once at
+    the end and included in ``nfev``. ``x_best``/``fun_best`` is the best candidate evaluated
+    during the run. ``history`` has one record per completed iteration:
+    ``{"nit", "nfev", "f_best", "mean"}`` (``mean`` is a copy of the mean after that
+    iteration, so errors such as ||mean - x*|| can be computed afterwards).
+    """
+
+    x: np.ndarray
+    fun: float
+    nfev: int
+    nit: int
+    x_best: np.ndarray
+    fun_best: float
+    status: int
+    message: str
+    history: list = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+
+def _evaluate(fun: Callable, X: np.ndarray) -> np.ndarray:
+    values = np.asarray(fun(X), dtype=np.float64)
+    if values.shape != (X.shape[0],):
+        raise ValueError(f"fun returned shape {values.shape} for a population of shape {X.shape}; expected ({X.shape[0]},)")
+    return values
+
+
+def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_iter: int | None = None,
+        max_nfev: int | None = None, callback: Callable[[AskTellOptimizer], bool] | None = None,
+        record_mean: bool = True) -> OptimizeResult:
+    """Run ``opt`` on ``fun((n, d) array) -> (n,) array`` until a budget is spent.
+
+    ``fun`` is called exactly once per ask with the whole population, so an objective that
+    draws a fresh data batch per call satisfies the mini-batch contract of ``sabo.protocol``.
+    The run stops before an ask whose evaluation (plus the final evaluation of ``x``) would
+    exceed ``max_nfev``, after ``max_iter`` iterations, or when ``callback(opt)`` returns a
+    true value (checked after every completed iteration).
+    """
+    if max_iter is None and max_nfev is None:
+        raise ValueError("give at least one of max_iter and max_nfev")
+    if max_iter is not None:
+        check_int("max_iter", max_iter, minimum=0)
+    if max_nfev is not None:
+        check_int("max_nfev", max_nfev, minimum=1)
+    history: list[dict] = []
+    start_nit = opt.nit
+    status = 0
+    while max_iter is None or opt.nit - start_nit < max_iter:
+        X = opt.ask()
+        if max_nfev is not None and opt.nfev + X.shape[0] + 1 > max_nfev:
+            status = 1
+            break
+        nit_before = opt.nit
+        opt.tell(X, _evaluate(fun, X))
+        if opt.nit > nit_before:
+            record = {"nit": opt.nit, "nfev": opt.nfev, "f_best": opt.f_best}
+            if record_mean:
+                record["mean"] = opt.mean
+            history.append(record)
+            if callback is not None and callback(opt):
+                status = 2
+                break
+    x = opt.mean
+    fx = float(_evaluate(fun, x[None, :])[0])
+    return OptimizeResult(x=x, fun=fx, nfev=opt.nfev + 1, nit=opt.nit, x_best=opt.x_best, fun_best=opt.f_best,
+                          status=status, message=STATUS_MESSAGES[status], history=history, stats=opt.stats)
+
+
+def minimize(fun: Callable[[np.ndarray], np.ndarray], x0, *, max_iter: int | None = None,
+             max_nfev: int | None = None, callback=None, record_mean: bool = True, **options) -> OptimizeResult:
+    """Minimise ``fun`` with :class:`sabo.SABO` built from ``x0`` and ``options``; see :func:`run`."""
+    from .sabo import SABO
+
+    return run(SABO(x0, **options), fun, max_iter=max_iter, max_nfev=max_nfev, callback=callback,
+               record_mean=record_mean)

@@ -1,0 +1,137 @@
+"""SABO: Sharpness-Aware Black-box Optimization (Algorithms 1 and 2 of the paper).
+
+One iteration t has two ask/tell rounds:
+
+1. *Perturbation round* -- sample x'_j = mu_t + Sigma_t^{1/2} z'_j and estimate g'_t, G'_t
+   (eqs. alg1_1, alg1_2); choose lambda (eq. sec31_5, or the exact KL root) and form
+   delta_t (eq. sec32_5): mu_hat = mu_t + Sigma_t g'_t / lambda,
+   Sigma_hat^{-1} = Sigma_t^{-1} (1 - 2 Sigma_t G'_t / lambda).
+2. *Update round* -- sample x_j = mu_hat + Sigma_hat^{1/2} z_j, estimate g_t, G_t at the
+   perturbed distribution (eqs. alg1_3, alg1_4) and update (eq. 32_update):
+   mu_{t+1} = mu_t - beta_t Sigma_t g_t,  Sigma_{t+1}^{-1} = Sigma_t^{-1} + 2 beta_t G_t.
+
+Algorithm 2 (mini-batch SABO) is the same optimizer driven by a caller that evaluates each
+ask on one freshly drawn data batch (eqs. alg2_1-alg2_4; see ``sabo.protocol``). With
+``baseline="center"`` each ask has N + 1 rows, the last one being the centre (mu_t in round
+1, mu_hat in round 2), so that F(mu; B) is computed on the same batch as the samples.
+
+Deviations from the paper, all named parameters:
+
+* ``shaping``/``baseline`` default to INGO's reference z-score shaping with the sample-mean
+  baseline; ``baseline="center", shaping="none"`` is the paper's literal estimator
+  (see ``sabo.estimators`` for why the default differs).
+* ``precision_floor``: the covariance safeguard of ``sabo.safeguard``; activations are
+  counted in ``stats``.
+* ``perturbation="exact"`` replaces the first-order lambda by the exact KL root.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .distribution import kl_diag_gaussians
+from .estimators import search_gradients
+from .gaussian_search import GaussianSearch
+from .perturbation import PERTURBATIONS, kl_lambda, perturbation_from_lambda
+from .safeguard import clamp_precision_ratio
+from .schedules import as_schedule
+from .validation import check_choice
+
+
+class SABO(GaussianSearch):
+    """Sharpness-Aware Black-box Optimization with a diagonal Gaussian search distribution.
+
+    Parameters
+    ----------
+    x0 : array_like, shape (d,)
+        Initial mean mu_0.
+    sigma0 : float or array_like
+        Initial standard deviation; Sigma_0 = diag(sigma0**2) (so Sigma_0 = 0.5 I is
+        ``sigma0=sqrt(0.5)``).
+    popsize : int, optional
+        N, samples per round (>= 2). Default: :func:`default_popsize`.
+    lr : float or schedule
+        Step size beta_t (> 0); a number is a constant schedule.
+    rho : float or schedule
+        Neighbourhood size rho_t (> 0) of the KL ball; ``InvSqrt(100, horizon=T)`` is the
+        paper's synthetic setting.
+    seed : int or None
+        Seed of the optimizer's own random generator.
+    baseline : {"mean", "center"}
+    shaping : {"zscore", "none", "rank"}
+        Utility construction; see ``sabo.estimators``.
+    perturbation : {"closed_form", "exact"}
+        How lambda is chosen; see ``sabo.perturbation``.
+    precision_floor : float in (0, 1]
+        Covariance safeguard floor on the per-coordinate precision ratio.
+    nonfinite : {"raise", "worst"}
+        Handling of NaN/inf objective values; see ``sabo.protocol``.
+    """
+
+    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, rho=1.0, seed=None, *,
+                 baseline="mean", shaping="zscore", perturbation="closed_form",
+                 precision_floor=0.05, nonfinite="raise"):
+        super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline,
+                         shaping=shaping, precision_floor=precision_floor, nonfinite=nonfinite)
+        self._rho = as_schedule("rho", rho)
+        self._perturbation = check_choice("perturbation", perturbation, PERTURBATIONS)
+        self._phase = 0  # 0: perturbation round at theta_t; 1: update round at theta_t + delta_t
+        self._mu_hat = self._mu
+        self._sigma2_hat = self._sigma2
+        self._stats.update(safeguard_perturbation=0, safeguard_perturbation_coords=0,
+                           lam=np.nan, rho=np.nan, perturbation_kl=np.nan)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def phase(self) -> int:
+        """0 before/within the perturbation round, 1 within the update round."""
+        return self._phase
+
+    @property
+    def perturbed_mean(self) -> np.ndarray:
+        """mu_t + delta_mu (equals mu_t in round 0)."""
+        return self._mu_hat.copy()
+
+    @property
+    def perturbed_sigma2(self) -> np.ndarray:
+        """Diagonal of Sigma_t + delta_Sigma (equals Sigma_t in round 0)."""
+        return self._sigma2_hat.copy()
+
+    @property
+    def evals_per_iteration(self) -> int:
+        """2 (N + 1) with the centre baseline, else 2 N."""
+        return 2 * self.population_rows
+
+    # ------------------------------------------------------------------ protocol
+    def _ask(self) -> np.ndarray:
+        if self._phase == 0:
+            return self._sample(self._mu, self._sigma2)
+        return self._sample(self._mu_hat, self._sigma2_hat)
+
+    def _tell(self, values: np.ndarray) -> None:
+        u = self._utilities(values)
+        if self._phase == 0:
+            self._tell_perturbation(u)
+        else:
+            self._tell_update(u)
+
+    def _tell_perturbation(self, u: np.ndarray) -> None:
+        t, sigma2 = self._nit, self._sigma2
+        g_p, G_p = search_gradients(self._z, np.sqrt(sigma2), u)          # eqs. (alg1_1), (alg1_2)
+        rho = self._rho(t)
+        lam = kl_lambda(g_p, G_p, sigma2, rho, self._perturbation)        # eq. (sec31_5) or exact
+        if lam > 0.0:
+            delta_mu, ratio = perturbation_from_lambda(g_p, G_p, sigma2, lam)  # eq. (sec32_5)
+        else:  # g' = G' = 0: no ascent direction, no perturbation
+            delta_mu, ratio = np.zeros_like(sigma2), np.ones_like(sigma2)
+        ratio, clamped = clamp_precision_ratio(ratio, self._floor)
+        mu_hat, sigma2_hat = self._mu + delta_mu, sigma2 / ratio
+        self._require_finite(perturbed_mean=mu_hat, perturbed_covariance=sigma2_hat)
+        self._mu_hat, self._sigma2_hat, self._phase = mu_hat, sigma2_hat, 1
+        self._stats["safeguard_perturbation"] += clamped > 0
+        self._stats["safeguard_perturbation_coords"] += clamped
+        self._stats.update(lam=lam, rho=rho, perturbation_kl=kl_diag_gaussians(mu_hat, sigma2_hat, self._mu, sigma2))
+
+    def _tell_update(self, u: np.ndarray) -> None:
+        g, G = search_gradients(self._z, np.sqrt(self._sigma2_hat), u)     # eqs. (alg1_3), (alg1_4)
+        self._step(g, G)                                                   # eq. (32_update), at Sigma_t
+        self._mu_hat, self._sigma2_hat, self._phase = self._mu, self._sigma2, 0

@@ -1,0 +1,57 @@
+"""Step-size (beta_t) and neighbourhood-size (rho_t) schedules.
+
+Schedules are small frozen dataclasses, called with the iteration index t = 0, 1, ...;
+being plain data they pickle and appear verbatim in run records.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .validation import check_int, check_positive
+
+
+@dataclass(frozen=True)
+class Constant:
+    """value_t = value."""
+
+    value: float
+
+    def __call__(self, t: int) -> float:
+        return self.value
+
+
+@dataclass(frozen=True)
+class InvSqrt:
+    """value_t = scale / sqrt(T + 1).
+
+    With ``horizon`` set, T is the run's total number of iterations and the value is constant
+    over the run: this is the paper's rho = 100 / sqrt(T + 1) read as in Theorem 1, which
+    asks for rho = O(1/sqrt(T)) with T the horizon. Without ``horizon``, T is the current
+    iteration t, giving a decaying schedule scale / sqrt(t + 1). The paper does not say
+    which reading its experiments use; both are available and recorded by name.
+    """
+
+    scale: float
+    horizon: int | None = None
+
+    def __call__(self, t: int) -> float:
+        T = self.horizon if self.horizon is not None else t
+        return self.scale / np.sqrt(T + 1.0)
+
+
+def as_schedule(name: str, value) -> Constant | InvSqrt:
+    """Accept a positive number (constant schedule) or a schedule instance; validate it."""
+    if isinstance(value, Constant):
+        check_positive(name, value.value)
+        return value
+    if isinstance(value, InvSqrt):
+        check_positive(f"{name}.scale", value.scale)
+        if value.horizon is not None:
+            check_int(f"{name}.horizon", value.horizon, minimum=0)
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return Constant(check_positive(name, value))
+    raise ValueError(f"{name} must be a number > 0 or a schedule (Constant, InvSqrt) (got {value!r})")

@@ -1,0 +1,88 @@
+"""Parameter checks shared by every optimizer in the suite.
+
+Each check raises ``ValueError`` naming the parameter, the allowed range and the value
+received, in the style of scikit-learn's parameter validation.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as float after checking it is a finite number > 0 (or >= 0)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number (got {value!r})")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {bound} (got {value!r})")
+    return float(value)
+
+
+def check_in_interval(name: str, value, low: float, high: float, *, closed: str = "neither") -> float:
+    """Check ``low < value < high``; ``closed`` in {"neither", "left", "right", "both"}."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number (got {value!r})")
+    left_ok = value >= low if closed in ("left", "both") else value > low
+    right_ok = value <= high if closed in ("right", "both") else value < high
+    if not (left_ok and right_ok):
+        lb = "[" if closed in ("left", "both") else "("
+        rb = "]" if closed in ("right", "both") else ")"
+        raise ValueError(f"{name} must lie in {lb}{low}, {high}{rb} (got {value!r})")
+    return float(value)
+
+
+def check_int(name: str, value, *, minimum: int) -> int:
+    """Check ``value`` is an integer (not bool) with ``value >= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
+    return int(value)
+
+
+def check_choice(name: str, value, choices) -> str:
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed} (got {value!r})")
+    return value
+
+
+def check_x0(x0) -> np.ndarray:
+    """Return ``x0`` as a fresh float64 1-D array; reject empty, non-1-D or non-finite input."""
+    try:
+        arr = np.array(x0, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"x0 must be a 1-D array of real numbers (got {x0!r})") from exc
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"x0 must be a non-empty 1-D array (got shape {arr.shape})")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise ValueError(f"x0 must be finite; entries at indices {bad[:10].tolist()} are {arr[bad[:10]].tolist()}")
+    return arr
+
+
+def check_sigma0(sigma0, dim: int) -> np.ndarray:
+    """Initial standard deviation: a scalar or a length-``dim`` array, every entry finite and > 0.
+
+    Returns the per-coordinate *standard deviations* as float64 (the covariance is
+    ``diag(sigma0**2)``, as in pycma).
+    """
+    arr = np.array(sigma0, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(dim, float(arr))
+    if arr.shape != (dim,):
+        raise ValueError(f"sigma0 must be a scalar or an array of shape ({dim},) (got shape {arr.shape})")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"sigma0 must be finite and > 0 in every coordinate (got min {arr.min()!r})")
+    return arr
+
+
+def check_seed(seed) -> int:
+    """A seed is a non-negative integer; ``None`` draws fresh OS entropy, which is then recorded."""
+    if seed is None:
+        return int(np.random.SeedSequence().entropy)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or None (got {seed!r})")
+    return int(seed)
