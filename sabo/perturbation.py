@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+from .distribution import x_minus_log1p
+
 PERTURBATIONS = ("closed_form", "exact")
 
 
@@ -44,24 +46,13 @@ def perturbation_from_lambda(g, G, sigma2, lam: float) -> tuple[np.ndarray, np.n
     return sigma2 * g / lam, 1.0 - 2.0 * sigma2 * G / lam
 
 
-def _var_kl_terms(a: np.ndarray) -> np.ndarray:
-    """Per-coordinate ``1/r - 1 + log r`` for the precision ratio ``r = 1 - a`` (a < 1), cancellation-free."""
-    out = np.empty_like(a)
-    small = np.abs(a) < 1e-3
-    s = a[small]
-    # sum_{k>=2} (1 - 1/k) a^k, truncated after a^6 (relative error < 1e-12 for |a| < 1e-3)
-    out[small] = s * s * (0.5 + s * (2.0 / 3.0 + s * (0.75 + s * (0.8 + s * (5.0 / 6.0)))))
-    b = a[~small]
-    out[~small] = b / (1.0 - b) + np.log1p(-b)
-    return out
-
-
 def perturbation_kl(g, G, sigma2, lam: float) -> float:
     """KL(p_{theta+delta(lambda)} || p_theta) for the perturbation of eq. (sec31_4); inf if lambda is inadmissible."""
     a = 2.0 * sigma2 * G / lam
     if np.any(a >= 1.0):
         return np.inf
-    return float(0.5 * (np.sum(_var_kl_terms(a)) + np.sum(sigma2 * g * g) / lam**2))
+    # perturbed/unperturbed variance ratio is 1/(1 - a), i.e. x = a / (1 - a)
+    return float(0.5 * (np.sum(x_minus_log1p(a / (1.0 - a))) + np.sum(sigma2 * g * g) / lam**2))
 
 
 def exact_lambda(g, G, sigma2, rho: float) -> float:

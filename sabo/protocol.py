@@ -173,8 +173,9 @@ class AskTellOptimizer:
     def state_dict(self) -> dict:
         """Everything needed to continue bit-identically, RNG and any pending ask included.
 
-        The dict holds only NumPy arrays, Python scalars, containers of those, and the
-        RNG's ``bit_generator.state``; it pickles, and :meth:`from_state_dict` restores it.
+        The dict holds deep copies of the optimizer's attributes (NumPy arrays, scalars,
+        schedules; for the pycma adapter also the pycma object) and the RNG's
+        ``bit_generator.state``; it pickles, and :meth:`from_state_dict` restores it.
         """
         attrs = {k: copy.deepcopy(v) for k, v in self.__dict__.items() if k != "_rng"}
         return {

@@ -1,7 +1,9 @@
 """Step-size (beta_t) and neighbourhood-size (rho_t) schedules.
 
 Schedules are small frozen dataclasses, called with the iteration index t = 0, 1, ...;
-being plain data they pickle and appear verbatim in run records.
+being plain data they pickle and appear verbatim in run records. In configuration files a
+schedule is written as a mapping, e.g. ``{"kind": "inv_sqrt", "scale": 100, "horizon": 3000}``
+or ``{"kind": "constant", "value": 0.1}``; :func:`as_schedule` accepts either form.
 """
 from __future__ import annotations
 
@@ -42,8 +44,21 @@ class InvSqrt:
         return self.scale / np.sqrt(T + 1.0)
 
 
+KINDS = {"constant": Constant, "inv_sqrt": InvSqrt}
+
+
 def as_schedule(name: str, value) -> Constant | InvSqrt:
-    """Accept a positive number (constant schedule) or a schedule instance; validate it."""
+    """Accept a positive number (constant schedule), a schedule instance or a mapping
+    ``{"kind": <"constant" | "inv_sqrt">, **fields}``; validate it."""
+    if isinstance(value, dict):
+        spec = dict(value)
+        kind = spec.pop("kind", None)
+        if kind not in KINDS:
+            raise ValueError(f"{name} schedule kind must be one of {sorted(KINDS)} (got {kind!r})")
+        try:
+            value = KINDS[kind](**spec)
+        except TypeError as exc:
+            raise ValueError(f"{name}: invalid fields for schedule {kind!r}: {sorted(spec)}") from exc
     if isinstance(value, Constant):
         check_positive(name, value.value)
         return value
@@ -54,4 +69,4 @@ def as_schedule(name: str, value) -> Constant | InvSqrt:
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return Constant(check_positive(name, value))
-    raise ValueError(f"{name} must be a number > 0 or a schedule (Constant, InvSqrt) (got {value!r})")
+    raise ValueError(f"{name} must be a number > 0, a schedule (Constant, InvSqrt) or a schedule mapping (got {value!r})")

@@ -1,0 +1,194 @@
+"""CMA-ES (Hansen 2006, "The CMA Evolution Strategy: A Comparing Review") through pycma.
+
+Per iteration CMA-ES samples x_k = m + sigma B D z_k, z_k ~ N(0, I), k = 1..lambda, where
+C = B D^2 B^T; ranks the values; moves the mean to the weighted average of the mu best,
+m <- sum_i w_i x_{i:lambda}; updates the evolution paths p_sigma (conjugate) and p_c; adapts
+the step size by cumulative step-size adaptation, sigma <- sigma exp((c_s / d_s)
+(||p_sigma|| / E||N(0, I)|| - 1)); and updates C by the rank-one (p_c p_c^T) and rank-mu
+(weighted outer products of the selected steps, negative weights for the worst: "active"
+CMA) terms. All of this is pycma's ``CMAEvolutionStrategy`` with its defaults; this module
+only adapts it to the suite's ask/tell protocol.
+
+pycma options set here, and why:
+
+* ``popsize``: our ``popsize`` (default pycma's own 4 + floor(3 ln d)).
+* ``randn`` and ``seed = nan``: every normal sample pycma draws comes through ``randn``,
+  here a :class:`GeneratorNormal` on the optimizer's own generator ``self._rng``. pycma's
+  ``seed`` option reseeds NumPy's *global* RNG (0/None meaning "from the clock"), which
+  pycma 4.x skips when ``randn`` is not ``np.random.randn``; ``nan`` ("do nothing") makes
+  that explicit rather than relying on it.
+* ``verbose = -9``, ``verb_disp = 0``, ``verb_log = 0``: silent, and no ``outcmaes*`` data
+  files (the ask/tell path of ``CMAEvolutionStrategy`` never logs, and with ``verb_log = 0``
+  pycma's logger opens no file even if called, so ``verb_filenameprefix`` is left alone).
+* ``signals_filename = ""``: pycma's ``stop()`` would otherwise read ``cma_signals.in``
+  from the working directory and let it change options mid-run.
+* ``CMA_stds``: a per-coordinate ``sigma0`` is passed as pycma's scalar
+  sigma0 = max_i sigma0_i times the multipliers sigma0_i / max_i sigma0_i.
+
+In pycma 4.x the default sampling, mirroring (``CMA_mirrormethod = 2``) and CSA step-size
+paths draw only through ``opts['randn']``. The code paths that still call ``np.random``
+(``CMA_mirrormethod`` 0/1 via stochastic rounding, ``AdaptSigma = CMAAdaptSigmaTPA``'s
+consistency check, ``integer_variables``, a custom ``CMA_sampler``, and a numeric
+``CMA_diagonal``, whose switch to full covariance builds a sampler without ``randn``) are
+closed by rejecting those options.
+
+Deviations: none in the algorithm; only the source of random numbers is changed (the
+optimizer's own ``numpy.random.Generator`` instead of NumPy's global state). pycma's
+termination conditions are recorded in ``stats["stop"]`` but never acted on: the caller's
+budget decides when a run ends.
+"""
+from __future__ import annotations
+
+import copy
+
+import cma
+import numpy as np
+
+from sabo.protocol import AskTellOptimizer
+from sabo.validation import check_x0
+
+# pycma option -> why it may not be passed through ``options``
+FORBIDDEN_OPTIONS = {
+    "seed": "it reseeds NumPy's global RNG; pass seed= to CMAES",
+    "randn": "samples come from the optimizer's own generator; pass seed= to CMAES",
+    "popsize": "pass popsize= to CMAES",
+    "CMA_stds": "pass a per-coordinate sigma0 to CMAES",
+    "verbose": "the adapter keeps pycma silent",
+    "verb_disp": "the adapter keeps pycma silent",
+    "verb_log": "the adapter writes no pycma data files",
+    "signals_filename": "options may not change mid-run from a file",
+    "CMA_mirrormethod": "methods 0 and 1 draw from NumPy's global RNG",
+    "AdaptSigma": "CMAAdaptSigmaTPA draws from NumPy's global RNG",
+    "integer_variables": "integer handling draws from NumPy's global RNG",
+    "CMA_sampler": "a custom sampler is not given the optimizer's generator",
+    "CMA_sampler_options": "a custom sampler is not given the optimizer's generator",
+}
+
+
+def default_popsize(dim: int) -> int:
+    """pycma's default population size 4 + floor(3 ln d)."""
+    return 4 + int(np.floor(3 * np.log(dim)))
+
+
+class GeneratorNormal:
+    """pycma's ``randn(*shape)`` drawing from a ``numpy.random.Generator``.
+
+    A plain object (not a bound method) so that it pickles and so that
+    :meth:`CMAES._on_restore` can point it at the restored optimizer's generator.
+    """
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def __call__(self, *shape) -> np.ndarray:
+        return self.rng.standard_normal(shape)
+
+
+class CMAES(AskTellOptimizer):
+    """pycma's CMA-ES under the suite's ask/tell protocol.
+
+    Parameters
+    ----------
+    x0 : array_like, shape (d,)
+        Initial mean.
+    sigma0 : float or array_like, shape (d,)
+        Initial standard deviation(s); per-coordinate values go to pycma's ``CMA_stds``.
+    popsize : int or None
+        lambda (>= 2); ``None`` uses pycma's default 4 + floor(3 ln d).
+    seed : int or None
+        Seed of the optimizer's own generator, the only source of pycma's samples.
+    options : dict or None
+        Further ``cma.CMAOptions`` passed to pycma unchanged (e.g. ``{"CMA_diagonal": True}``,
+        ``{"bounds": [lb, ub]}``). Unknown keys and the keys of :data:`FORBIDDEN_OPTIONS`
+        (which would break RNG isolation, silence or our bookkeeping) raise ``ValueError``.
+    nonfinite : {"raise", "worst"}
+        See :class:`sabo.protocol.AskTellOptimizer`.
+
+    One iteration is one ask/tell round of ``popsize`` rows. ``stats`` holds pycma's step
+    size ``sigma`` and its termination conditions ``stop`` (``{}`` when none holds).
+    """
+
+    def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, options=None, nonfinite="raise"):
+        x0 = check_x0(x0)
+        super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
+                         seed=seed, nonfinite=nonfinite)
+        opts = self._checked_options(options)
+        sigma_scalar = float(np.max(self._sigma0))
+        if np.any(self._sigma0 != sigma_scalar):
+            opts["CMA_stds"] = self._sigma0 / sigma_scalar
+        opts.update(popsize=self._popsize, seed=np.nan, randn=GeneratorNormal(self._rng), verbose=-9,
+                    verb_disp=0, verb_log=0, signals_filename="")
+        self._es = cma.CMAEvolutionStrategy(self._x0.copy(), sigma_scalar, opts)
+        # Checked on pycma's evaluated value, which may have been given as an expression string.
+        diagonal = self._es.opts["CMA_diagonal"]
+        if diagonal is not True and diagonal:
+            raise ValueError(f"options: CMA_diagonal must be True or 0 (got {diagonal!r}): after a number of "
+                             "diagonal iterations pycma switches to a full-covariance sampler that draws from "
+                             "NumPy's global RNG")
+        self._stats.update(sigma=float(self._es.sigma), stop={})
+
+    @staticmethod
+    def _checked_options(options) -> dict:
+        """Validate ``options``; keys are returned in pycma's canonical spelling.
+
+        pycma accepts any case and unique prefixes ("Seed", "rand"), so forbidden keys are
+        matched after pycma's own key correction.
+        """
+        if options is None:
+            return {}
+        if not isinstance(options, dict):
+            raise ValueError(f"options must be a dict of pycma options or None (got {type(options).__name__})")
+        canonical = cma.CMAOptions().corrected_key
+        checked = {}
+        for key, value in options.items():
+            name = canonical(key) if isinstance(key, str) else None
+            if name is None:
+                raise ValueError(f"options: {key!r} is not a pycma option (or an ambiguous prefix of several); "
+                                 "see cma.CMAOptions()")
+            if name in FORBIDDEN_OPTIONS:
+                raise ValueError(f"options may not set {name!r}: {FORBIDDEN_OPTIONS[name]}")
+            if name in checked:
+                raise ValueError(f"options sets {name!r} twice (as {key!r} and another spelling)")
+            checked[name] = value
+        return checked
+
+    @property
+    def mean(self) -> np.ndarray:
+        """pycma's distribution mean m, mapped to the coordinates of ``x0`` as pycma's own
+        ``result.xfavorite`` (the identity unless options set bounds or a transformation)."""
+        return np.array(self._es.to_phenotype(self._es.mean), dtype=np.float64)
+
+    @property
+    def sigma(self) -> float:
+        """pycma's overall step size sigma."""
+        return float(self._es.sigma)
+
+    @property
+    def evals_per_iteration(self) -> int:
+        return self._popsize
+
+    def _ask(self) -> np.ndarray:
+        return np.array(self._es.ask(), dtype=np.float64)
+
+    def _tell(self, values: np.ndarray) -> None:
+        # pycma updates in place, so tell a copy and keep it only if the update succeeds and is
+        # finite. The copy adds about half to a tell at d = 20 and 5-10% at d = 200..1000.
+        # The memo makes the copy share self._rng instead of cloning it.
+        es = copy.deepcopy(self._es, {id(self._rng): self._rng})
+        es.tell([x.copy() for x in self._pending], values.tolist())
+        self._require_finite(mean=es.mean, sigma=es.sigma)
+        self._es = es
+        self._nit += 1
+        self._stats["sigma"] = float(es.sigma)
+        self._stats["stop"] = dict(es.stop())
+
+    def _on_restore(self) -> None:
+        """Point pycma's sampler at the restored generator.
+
+        ``state_dict`` deep-copies the pycma object on its own, so the saved copy carries a
+        stale clone of the generator; pycma holds one :class:`GeneratorNormal`, shared by
+        its options and its sampler, which is re-linked here.
+        """
+        randn = self._es.opts["randn"]
+        assert self._es.sm.randn is randn, "pycma's sampler no longer shares opts['randn']"
+        randn.rng = self._rng

@@ -1,0 +1,135 @@
+"""BES: population layout, the gradient estimate, convergence, save/restore and bad input."""
+import pickle
+
+import numpy as np
+import pytest
+
+from baselines.bes import BES
+from replication.problems.synthetic import ellipsoid
+from sabo import InvSqrt
+from sabo.gaussian_search import default_popsize
+
+
+def sphere(X):
+    return np.sum(np.atleast_2d(X) ** 2, axis=1)
+
+
+def drive(opt, fun, iterations):
+    for _ in range(iterations):
+        X = opt.ask()
+        opt.tell(X, fun(X))
+
+
+def test_ask_returns_n_plus_one_rows_with_centre_last():
+    d, n, c = 5, 6, 0.25
+    opt = BES(np.arange(d, dtype=float), popsize=n, spacing=c, seed=0)
+    X = opt.ask()
+    assert X.shape == (n + 1, d) and X.dtype == np.float64
+    assert np.array_equal(X[-1], opt.mean)
+    eps = (X[:-1] - X[-1]) / c
+    assert np.array_equal(np.abs(eps), np.ones((n, d)))
+    assert np.array_equal(opt.ask(), X)  # pending population until tell
+    opt.tell(X, sphere(X))
+    assert opt.nit == 1 and opt.nfev == n + 1 == opt.evals_per_iteration
+
+
+def test_default_popsize_is_the_gaussian_search_default():
+    assert BES(np.zeros(20), seed=0).popsize == default_popsize(20) == 12
+
+
+def test_gradient_estimate_on_a_linear_function_is_exact():
+    """For F(x) = a.x every forward difference is exact: g = mean_i (a.eps_i) eps_i.
+
+    Integer x0 and a, c = 1/2, N = 8 and lr = 1 keep every quantity a dyadic rational, so
+    floating point reproduces the formula bit for bit.
+    """
+    d, n, c = 6, 8, 0.5
+    a = np.array([3.0, -1.0, 4.0, 1.0, -5.0, 9.0])
+    x0 = np.array([2.0, -7.0, 1.0, 8.0, 2.0, -8.0])
+    opt = BES(x0, popsize=n, lr=1.0, spacing=c, seed=4)
+    X = opt.ask()
+    f = X @ a
+    opt.tell(X, f)
+    g = x0 - opt.mean
+    eps = (X[:n] - X[n]) / c
+    assert np.array_equal(g, np.mean((eps @ a)[:, None] * eps, axis=0))
+    # the paper's estimator, transcribed term by term
+    transcribed = np.zeros(d)
+    for i in range(n):
+        transcribed += (f[i] - f[n]) * eps[i]
+    assert np.array_equal(g, transcribed / (c * n))
+    assert opt.stats["lr"] == 1.0
+
+
+def test_lr_schedule_is_called_with_the_iteration_index():
+    opt = BES(np.ones(4), lr=InvSqrt(0.5), spacing=0.1, seed=1)
+    drive(opt, sphere, 4)
+    assert opt.stats["lr"] == InvSqrt(0.5)(3)
+
+
+def test_sphere_20d_reaches_the_noise_floor():
+    """lr = 0.05, c = 0.01, N = 12: 200 iterations (2600 evaluations) take ||x|| from 2.7 to < 0.06.
+
+    With a fixed spacing the c^2 d term of each difference does not vanish at the optimum and
+    x settles at ||x|| ~ c d sqrt(lr d / (4 N (1 - lr))) ~ 0.03.
+    """
+    x0 = np.random.default_rng(0).uniform(0, 1, 20)
+    opt = BES(x0, lr=0.05, spacing=0.01, seed=0)
+    drive(opt, sphere, 200)
+    assert opt.nfev == 2600
+    assert np.linalg.norm(opt.mean) < 0.06
+
+
+def test_ellipsoid_20d_reaches_stated_precision():
+    """lr = 0.004 (stable for the largest weight 100 needs lr < 0.01), c = 0.01, N = 12:
+    800 iterations (10400 evaluations) take F from 136 to < 0.2 and ||x|| to < 0.2."""
+    x0 = np.random.default_rng(0).uniform(0, 1, 20)
+    opt = BES(x0, lr=0.004, spacing=0.01, seed=0)
+    drive(opt, ellipsoid, 800)
+    assert opt.nfev == 10400
+    assert ellipsoid(opt.mean)[0] < 0.2
+    assert np.linalg.norm(opt.mean) < 0.2
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_state_dict_restore_continues_bit_identically(pending):
+    x0 = np.random.default_rng(2).uniform(0, 1, 10)
+    opt = BES(x0, lr=0.05, spacing=0.05, seed=7)
+    drive(opt, ellipsoid, 5)
+    if pending:
+        opt.ask()
+    restored = BES.from_state_dict(pickle.loads(pickle.dumps(opt.state_dict())))
+    for _ in range(20):
+        Xa, Xb = opt.ask(), restored.ask()
+        assert np.array_equal(Xa, Xb)
+        opt.tell(Xa, ellipsoid(Xa))
+        restored.tell(Xb, ellipsoid(Xb))
+    assert np.array_equal(opt.mean, restored.mean)
+    assert opt.nfev == restored.nfev and opt.nit == restored.nit and opt.stats == restored.stats
+
+
+def test_nonfinite_update_leaves_the_state_unchanged():
+    opt = BES(np.ones(3), lr=1e300, spacing=1.0, seed=0)
+    X = opt.ask()
+    with pytest.raises(FloatingPointError, match="mean"), np.errstate(over="ignore"):
+        opt.tell(X, 1e300 * np.arange(X.shape[0], dtype=float))
+    assert np.array_equal(opt.mean, np.ones(3)) and opt.nit == 0 and opt.nfev == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"spacing": 0.0}, "spacing"),
+        ({"spacing": -0.1}, "spacing"),
+        ({"spacing": np.nan}, "spacing"),
+        ({"lr": 0.0}, "lr"),
+        ({"lr": -1.0}, "lr"),
+        ({"popsize": 1}, "popsize"),
+        ({"popsize": 2.5}, "popsize"),
+        ({"sigma0": 0.0}, "sigma0"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_bad_parameters_raise_value_error_naming_them(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        BES(np.zeros(4), **kwargs)

@@ -1,0 +1,267 @@
+"""SABO's ask/tell behaviour, consistency with INGO, save/restore, convergence and bad input."""
+import pickle
+
+import numpy as np
+import pytest
+
+import sabo
+from replication.problems.synthetic import ellipsoid
+from sabo import SABO, InvSqrt
+
+
+def sphere(X):
+    return np.sum(np.asarray(X) ** 2, axis=1)
+
+
+def drive(opt, fun, rounds):
+    for _ in range(rounds):
+        X = opt.ask()
+        opt.tell(X, fun(X))
+
+
+@pytest.mark.parametrize("baseline,rows", [("mean", 8), ("center", 9)])
+def test_ask_returns_population_with_centre_last(baseline, rows):
+    opt = SABO(np.arange(5.0), popsize=8, seed=0, baseline=baseline)
+    X0 = opt.ask()
+    assert X0.shape == (rows, 5) and X0.dtype == np.float64
+    if baseline == "center":
+        assert np.array_equal(X0[-1], opt.mean)
+    opt.tell(X0, sphere(X0))
+    assert opt.phase == 1 and opt.nit == 0
+    X1 = opt.ask()
+    if baseline == "center":
+        assert np.array_equal(X1[-1], opt.perturbed_mean)
+    assert not np.array_equal(opt.perturbed_mean, opt.mean)
+    opt.tell(X1, sphere(X1))
+    assert opt.phase == 0 and opt.nit == 1 and opt.nfev == 2 * rows == opt.evals_per_iteration
+
+
+def test_ask_twice_returns_the_pending_population():
+    opt = SABO(np.zeros(3), popsize=4, seed=1)
+    assert np.array_equal(opt.ask(), opt.ask())
+
+
+def test_rho_to_zero_update_equals_fastingo_transcription():
+    """With rho -> 0 the perturbation vanishes and the update round is FastINGO's update."""
+    d, n, beta = 6, 12, 0.3
+    opt = SABO(np.linspace(-1, 1, d), sigma0=np.linspace(0.5, 1.5, d), popsize=n, lr=beta, rho=1e-12, seed=3)
+    mu0, s0 = opt.mean, opt.sigma2
+    X = opt.ask()
+    opt.tell(X, ellipsoid(X))
+    assert np.allclose(opt.perturbed_mean, mu0, rtol=0, atol=1e-11)
+    assert np.allclose(opt.perturbed_sigma2, s0, rtol=1e-11)
+    X = opt.ask()
+    f = ellipsoid(X)
+    opt.tell(X, f)
+    # FastINGO.m, transcribed: s = (f - mean f)/std f/N; mu -= beta sqrt(S) sum s z; S^-1 *= 1 + beta sum s z^2
+    z = (X - mu0) / np.sqrt(s0)
+    s = (f - f.mean()) / f.std(ddof=1) / n
+    mu_ref = mu0 - beta * np.sqrt(s0) * (s @ z)
+    prec_ref = (1.0 / s0) * (1.0 + beta * (s @ z**2))
+    assert np.allclose(opt.mean, mu_ref, rtol=1e-9, atol=1e-12)
+    assert np.allclose(1.0 / opt.sigma2, prec_ref, rtol=1e-9)
+
+
+def test_rho_to_zero_matches_ingo_on_the_same_samples():
+    from baselines.ingo import INGO
+
+    d, n = 10, 16
+    x0 = np.random.default_rng(5).uniform(0, 1, d)
+    s = SABO(x0, popsize=n, lr=0.2, rho=1e-12, seed=11)
+    i = INGO(x0, popsize=n, lr=0.2, seed=99)
+    for _ in range(5):
+        X = s.ask()
+        s.tell(X, ellipsoid(X))
+        i._rng.bit_generator.state = s._rng.bit_generator.state  # INGO draws SABO's update-round z
+        Xs, Xi = s.ask(), i.ask()
+        assert np.allclose(Xs, Xi, rtol=1e-10, atol=1e-10)
+        s.tell(Xs, ellipsoid(Xs))
+        i.tell(Xi, ellipsoid(Xi))
+        assert np.allclose(s.mean, i.mean, rtol=1e-8, atol=1e-10)
+        assert np.allclose(s.sigma2, i.sigma2, rtol=1e-8)
+
+
+def test_minimize_equals_ask_tell_loop():
+    x0 = np.full(8, 0.7)
+    res = sabo.minimize(ellipsoid, x0, popsize=10, lr=0.1, rho=0.3, seed=4, max_iter=25)
+    opt = SABO(x0, popsize=10, lr=0.1, rho=0.3, seed=4)
+    while opt.nit < 25:
+        X = opt.ask()
+        opt.tell(X, ellipsoid(X))
+    assert np.array_equal(res.x, opt.mean)
+    assert res.nit == 25 and res.nfev == opt.nfev + 1 == 25 * 20 + 1
+    assert res.fun == ellipsoid(opt.mean)[0]
+    assert len(res.history) == 25 and np.array_equal(res.history[-1]["mean"], opt.mean)
+    assert res.fun_best == opt.f_best and np.array_equal(res.x_best, opt.x_best)
+
+
+def test_minimize_budget_and_callback():
+    res = sabo.minimize(sphere, np.ones(4), popsize=6, seed=0, max_nfev=100)
+    assert res.status == 1 and res.nfev <= 100 and res.nfev + 6 + 1 > 100
+    res = sabo.minimize(sphere, np.ones(4), popsize=6, seed=0, max_iter=50, callback=lambda opt: opt.nit >= 3)
+    assert res.status == 2 and res.nit == 3
+
+
+@pytest.mark.parametrize("stop_after_rounds,pending", [(7, False), (8, False), (7, True)])
+def test_state_dict_restore_continues_bit_identically(stop_after_rounds, pending):
+    opt = SABO(np.linspace(0, 1, 12), popsize=10, rho=InvSqrt(5.0), seed=21, baseline="center",
+               perturbation="exact", nonfinite="worst")
+    drive(opt, ellipsoid, stop_after_rounds)
+    if pending:
+        opt.ask()
+    restored = SABO.from_state_dict(pickle.loads(pickle.dumps(opt.state_dict())))
+    for _ in range(20):
+        Xa, Xb = opt.ask(), restored.ask()
+        assert np.array_equal(Xa, Xb)
+        opt.tell(Xa, ellipsoid(Xa))
+        restored.tell(Xb, ellipsoid(Xb))
+    assert np.array_equal(opt.mean, restored.mean) and np.array_equal(opt.sigma2, restored.sigma2)
+    assert opt.nfev == restored.nfev and opt.stats == restored.stats
+    # the restored optimizer owns its generator: advancing the original leaves it where it was
+    X = opt.ask()
+    opt.tell(X, ellipsoid(X))
+    assert np.array_equal(restored.ask(), X)
+
+
+def test_restore_rejects_foreign_state():
+    with pytest.raises(ValueError, match="state_dict"):
+        SABO.from_state_dict({"weights": 1})
+
+
+def test_convergence_smoke_ellipsoid_50d():
+    """Budget: 1000 iterations = 100,000 evaluations (N = 50); observed reduction 1.6e4 with seed 0."""
+    x0 = np.random.default_rng(0).uniform(0, 1, 50)
+    res = sabo.minimize(ellipsoid, x0, popsize=50, lr=0.1, rho=0.5, seed=0, max_iter=1000, record_mean=False)
+    assert np.linalg.norm(x0) / np.linalg.norm(res.x) >= 1e3
+
+
+def test_exact_perturbation_hits_the_kl_radius():
+    opt = SABO(np.full(20, 0.5), popsize=20, rho=0.7, seed=2, perturbation="exact")
+    X = opt.ask()
+    opt.tell(X, ellipsoid(X))
+    assert opt.stats["safeguard_perturbation"] == 0
+    assert opt.stats["perturbation_kl"] == pytest.approx(0.49, rel=1e-9)
+
+
+def test_rho_schedules_are_applied_per_iteration():
+    horizon = SABO(np.ones(3), popsize=4, rho=InvSqrt(10.0, horizon=99), seed=0)
+    decaying = SABO(np.ones(3), popsize=4, rho=InvSqrt(10.0), seed=0)
+    for opt in (horizon, decaying):
+        drive(opt, sphere, 2 * 3 + 1)
+    assert horizon.stats["rho"] == pytest.approx(1.0)
+    assert decaying.stats["rho"] == pytest.approx(10.0 / 2.0)  # t = 3
+
+
+def test_minibatch_contract_one_fresh_batch_per_ask():
+    """Algorithm 2: least squares on data, a fresh batch per call of fun (= per ask)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((2000, 5))
+    w_true = np.arange(1.0, 6.0)
+    y = A @ w_true + 0.1 * rng.standard_normal(2000)
+    batches = np.random.default_rng(1)
+    calls = []
+
+    def batch_loss(W):
+        idx = batches.choice(2000, size=64, replace=False)
+        calls.append(W.shape[0])
+        return np.mean((W @ A[idx].T - y[idx]) ** 2, axis=1)
+
+    res = sabo.minimize(batch_loss, np.zeros(5), popsize=20, lr=0.2, rho=0.2, seed=0, baseline="center",
+                        max_iter=400, record_mean=False)
+    assert calls[:-1] == [21] * (2 * 400) and calls[-1] == 1
+    assert np.linalg.norm(res.x - w_true) < 0.1 * np.linalg.norm(w_true)
+
+
+# ---------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kwargs,match", [
+    ({"rho": 0.0}, "rho must be > 0"),
+    ({"rho": -1.0}, "rho must be > 0"),
+    ({"lr": 0.0}, "lr must be > 0"),
+    ({"lr": float("nan")}, "lr must be a finite"),
+    ({"popsize": 1}, "popsize must be an integer >= 2"),
+    ({"popsize": 2.5}, "popsize must be an integer"),
+    ({"sigma0": 0.0}, "sigma0 must be finite and > 0"),
+    ({"sigma0": [1.0, -1.0, 1.0]}, "sigma0 must be finite and > 0"),
+    ({"sigma0": [1.0, 1.0]}, r"sigma0 must be a scalar or an array of shape \(3,\)"),
+    ({"seed": -3}, "seed must be a non-negative integer"),
+    ({"baseline": "median"}, "baseline must be one of"),
+    ({"shaping": "softmax"}, "shaping must be one of"),
+    ({"perturbation": "taylor2"}, "perturbation must be one of"),
+    ({"precision_floor": 0.0}, r"precision_floor must lie in \(0.0, 1.0\]"),
+    ({"rho": InvSqrt(-2.0)}, "rho.scale must be > 0"),
+])
+def test_bad_parameters_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SABO(np.zeros(3), **kwargs)
+
+
+@pytest.mark.parametrize("x0,match", [
+    ([0.0, np.nan, 1.0], r"x0 must be finite; entries at indices \[1\]"),
+    ([[1.0, 2.0]], "x0 must be a non-empty 1-D array"),
+    ([], "x0 must be a non-empty 1-D array"),
+])
+def test_bad_x0_raises(x0, match):
+    with pytest.raises(ValueError, match=match):
+        SABO(x0)
+
+
+def test_tell_validates_population_and_values():
+    opt = SABO(np.zeros(3), popsize=4, seed=0)
+    with pytest.raises(RuntimeError, match="without a pending ask"):
+        opt.tell(np.zeros((4, 3)), np.zeros(4))
+    X = opt.ask()
+    with pytest.raises(ValueError, match=r"X has shape \(3, 3\), expected \(4, 3\)"):
+        opt.tell(X[:3], np.zeros(3))
+    Y = X.copy()
+    Y[0, 0] += 1e-9
+    with pytest.raises(ValueError, match="not the population returned by the last ask"):
+        opt.tell(Y, np.zeros(4))
+    with pytest.raises(ValueError, match=r"values has shape \(4, 1\), expected \(4,\)"):
+        opt.tell(X, np.zeros((4, 1)))
+    with pytest.raises(ValueError, match=r"non-finite values for candidates \{1: nan, 3: inf\}"):
+        opt.tell(X, np.array([0.0, np.nan, 1.0, np.inf]))
+    assert opt.nfev == 0 and opt.phase == 0  # nothing was consumed by the failed tells
+    opt.tell(X, sphere(X))
+    assert opt.nfev == 4
+
+
+def test_nonfinite_worst_policy_replaces_and_counts():
+    opt = SABO(np.zeros(3), popsize=4, seed=0, nonfinite="worst", shaping="none", baseline="mean")
+    X = opt.ask()
+    opt.tell(X, np.array([1.0, np.nan, 3.0, -np.inf]))
+    assert opt.stats["nonfinite_replaced"] == 2
+    X = opt.ask()
+    with pytest.raises(ValueError, match="non-finite values"):
+        opt.tell(X, np.full(4, np.nan))  # nothing finite to call "worst"
+
+
+def test_overflowing_update_is_refused_and_state_kept():
+    opt = SABO(np.zeros(3), popsize=4, lr=1e10, seed=0, shaping="none", baseline="mean")
+    X = opt.ask()
+    opt.tell(X, sphere(X))
+    before = (opt.mean, opt.sigma2, opt.perturbed_mean, opt.nfev)
+    X = opt.ask()
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(FloatingPointError, match="non-finite mean"):
+        opt.tell(X, np.array([1e300, -1e300, 1e300, -1e300]))
+    after = (opt.mean, opt.sigma2, opt.perturbed_mean, opt.nfev)
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert np.all(np.isfinite(opt.mean)) and np.all(np.isfinite(opt.sigma2))
+
+
+def test_global_numpy_random_state_untouched():
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    res = sabo.minimize(sphere, np.ones(4), popsize=6, seed=0, max_iter=5)
+    assert res.nit == 5
+    assert np.array_equal(np.random.get_state()[1], before)
+
+
+def test_schedule_mappings_as_in_config_files():
+    from sabo.schedules import as_schedule
+
+    assert as_schedule("rho", {"kind": "inv_sqrt", "scale": 100, "horizon": 3}) == InvSqrt(100, horizon=3)
+    assert as_schedule("lr", {"kind": "constant", "value": 0.5})(7) == 0.5
+    with pytest.raises(ValueError, match="rho schedule kind must be one of"):
+        as_schedule("rho", {"kind": "cosine"})
+    with pytest.raises(ValueError, match="invalid fields for schedule 'inv_sqrt'"):
+        as_schedule("rho", {"kind": "inv_sqrt", "c": 1})
