@@ -16,13 +16,13 @@ from .distribution import DiagonalGaussian, kl_diag_gaussians
 from .estimators import search_gradients, utilities
 from .minimize import OptimizeResult, minimize, run
 from .perturbation import closed_form_lambda, exact_lambda, perturbation_from_lambda, perturbation_kl
-from .protocol import AskTellOptimizer
+from .protocol import AskTellOptimizer, NonFiniteValueError
 from .gaussian_search import GaussianSearch, default_popsize
 from .sabo import SABO
 from .schedules import Constant, InvSqrt
 
 __all__ = [
-    "SABO", "AskTellOptimizer", "GaussianSearch", "OptimizeResult", "minimize", "run", "default_popsize",
+    "SABO", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult", "minimize", "run", "default_popsize",
     "DiagonalGaussian", "kl_diag_gaussians", "search_gradients", "utilities",
     "closed_form_lambda", "exact_lambda", "perturbation_from_lambda", "perturbation_kl",
     "Constant", "InvSqrt",

@@ -27,6 +27,10 @@ from .validation import check_choice, check_int, check_seed, check_sigma0, check
 NONFINITE_POLICIES = ("raise", "worst")
 
 
+class NonFiniteValueError(ValueError):
+    """The objective returned NaN/inf for some candidates (and the policy is to raise)."""
+
+
 class AskTellOptimizer:
     """Base class: population bookkeeping, input validation, statistics and state save/restore.
 
@@ -106,7 +110,7 @@ class AskTellOptimizer:
         if self._nonfinite == "raise" or bad.size == n:
             shown = ", ".join(f"{i}: {v[i]}" for i in bad[:10])
             hint = "" if bad.size == n else "; pass nonfinite='worst' to treat such values as the worst of the population"
-            raise ValueError(f"objective returned non-finite values for candidates {{{shown}}} (index: value){hint}")
+            raise NonFiniteValueError(f"objective returned non-finite values for candidates {{{shown}}} (index: value){hint}")
         v[bad] = np.max(v[np.isfinite(v)])
         self._stats["nonfinite_replaced"] += int(bad.size)
         return v
