@@ -12,6 +12,8 @@ or drive the optimizer yourself::
         X = opt.ask()
         opt.tell(X, f(X))
 """
+__version__ = "0.1.0"  # part of every run config: bump when a change alters results
+
 from .distribution import DiagonalGaussian, kl_diag_gaussians
 from .estimators import search_gradients, utilities
 from .minimize import OptimizeResult, minimize, run

@@ -1,0 +1,82 @@
+"""Run configurations: what one run is, its content hash, and the seeds derived from it.
+
+A run is (study, setting, problem, method, optimizer parameters, seed, budget, code
+version). Its identity is the SHA-256 of its canonical JSON (sorted keys, no whitespace):
+two runs with the same hash are the same computation, which makes the engine idempotent.
+``code_version`` is ``sabo.__version__``: bump it when a change to an algorithm changes
+results, so that every record computed with the old code is recomputed (records are keyed
+by their config, not by the commit that produced them; the commit is in their provenance). Seeds for the
+initial mean and for the optimizer are derived from the config's content with
+``numpy.random.SeedSequence``, so they do not depend on the order in which runs are
+scheduled or on which worker runs them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def content_hash(obj, length: int = 16) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
+
+
+def _stable_int(obj) -> int:
+    return int(content_hash(obj, 8), 16)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run. ``problem`` and ``params`` are plain JSON data; ``budget`` is ``{"max_iter": T}``."""
+
+    study: str
+    setting: str
+    problem: dict
+    method: str
+    params: dict
+    seed: int
+    budget: dict
+    code_version: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        return cls(**{k: d[k] for k in ("study", "setting", "problem", "method", "params", "seed", "budget",
+                                         "code_version")})
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.to_dict())
+
+    @property
+    def group(self) -> dict:
+        """Everything but the seed: the runs that are averaged over seeds."""
+        d = self.to_dict()
+        d.pop("seed")
+        return d
+
+    @property
+    def group_hash(self) -> str:
+        return content_hash(self.group)
+
+    @property
+    def label(self) -> str:
+        name = self.problem.get("name", "problem")
+        return f"{self.setting}/{name}/{self.method}/seed{self.seed}"
+
+    def problem_seed(self) -> int:
+        """Seed of the problem instance (e.g. the initial mean): shared by all methods."""
+        ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.problem])])
+        return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
+
+    def optimizer_seed(self) -> int:
+        ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.problem, self.method])])
+        return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)

@@ -1,0 +1,174 @@
+"""Execute one run: idempotent, checkpointed, resumable, with one atomic record at the end.
+
+* Idempotent: a run whose record (``<runs>/<study>/<setting>/<method>/<hash>.json``) exists
+  with the same config hash is not redone; its record is returned.
+* Resumable: every ``checkpoint_every_s`` seconds (and on request every
+  ``checkpoint_every_iters`` iterations) the optimizer's ``state_dict`` (RNG included), the
+  curve so far and the problem's random state are pickled atomically next to the record. A
+  run killed at any point (even by SIGKILL) restarts from its last checkpoint and, all
+  computation being deterministic given the state, ends with the same ``config`` and
+  ``result`` as an uninterrupted run; only ``provenance`` (timings, resume count) differs.
+* A run whose objective or update overflows ends with ``status = "diverged"`` and the curve
+  up to that point; it is a result, not a crash.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import platform
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+import baselines
+from sabo.protocol import AskTellOptimizer, NonFiniteValueError
+
+from .config import RunConfig
+from .curve import Curve
+from .storage import read_json, read_pickle, write_json, write_pickle
+from .studies import get_study
+
+RECORD_SCHEMA = 1
+
+
+def record_path(runs_dir, config: RunConfig) -> Path:
+    return Path(runs_dir) / config.study / config.setting / config.method / f"{config.hash}.json"
+
+
+def checkpoint_path(runs_dir, config: RunConfig) -> Path:
+    return record_path(runs_dir, config).with_suffix(".ckpt")
+
+
+def load_record(runs_dir, config: RunConfig) -> dict | None:
+    """The finished record of ``config``, or None."""
+    path = record_path(runs_dir, config)
+    if not path.exists():
+        return None
+    record = read_json(path)
+    return record if record.get("config_hash") == config.hash else None
+
+
+def jsonable(obj):
+    """NumPy scalars/arrays and nested containers -> plain Python for JSON."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+@functools.lru_cache(maxsize=1)
+def git_revision() -> str | None:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=10, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if rev.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for dist in ("sabo-bench", "numpy", "scipy", "cma"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
+            checkpoint_every_iters: int | None = None, progress=None) -> dict:
+    """Run ``config`` to completion (or resume it) and return its record; see the module docstring.
+
+    ``progress``, if given, is called as ``progress(nit, max_iter)`` after every iteration.
+    """
+    existing = load_record(runs_dir, config)
+    if existing is not None:
+        return existing
+    problem = get_study(config.study).make_problem(config)
+    max_iter = int(config.budget["max_iter"])
+    ckpt = checkpoint_path(runs_dir, config)
+    started = _now()
+    if ckpt.exists():
+        state = read_pickle(ckpt)
+        opt = AskTellOptimizer.from_state_dict(state["optimizer"])
+        curve, elapsed, resumes = state["curve"], state["elapsed"], state["resumes"] + 1
+        problem.set_state(state["problem"])
+        started = state["started"]
+    else:
+        opt = baselines.make(config.method, x0=problem.x0, seed=config.optimizer_seed(), **config.params)
+        curve, elapsed, resumes = Curve(max_iter), 0.0, 0
+        curve.add(0, 0, opt.f_best, problem.metrics(opt.mean))
+
+    def save_checkpoint():
+        write_pickle(ckpt, {"config_hash": config.hash, "optimizer": opt.state_dict(), "curve": curve,
+                            "problem": problem.get_state(), "elapsed": elapsed + time.perf_counter() - t0,
+                            "resumes": resumes, "started": started})
+
+    status, message = "completed", "maximum number of iterations reached"
+    t0 = last_save = time.perf_counter()
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        try:
+            while opt.nit < max_iter:
+                nit = opt.nit
+                X = opt.ask()
+                opt.tell(X, problem.objective(X))
+                if opt.nit == nit:
+                    continue  # first round of a two-round (SABO) iteration
+                if curve.due(opt.nit):
+                    curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
+                if progress is not None:
+                    progress(opt.nit, max_iter)
+                now = time.perf_counter()
+                if (now - last_save >= checkpoint_every_s
+                        or (checkpoint_every_iters and opt.nit % checkpoint_every_iters == 0)):
+                    save_checkpoint()
+                    last_save = now
+        except (NonFiniteValueError, FloatingPointError) as exc:
+            status, message = "diverged", str(exc)
+            if curve.columns["nit"][-1] != opt.nit:
+                curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
+    wall = elapsed + time.perf_counter() - t0
+    record = {
+        "schema": RECORD_SCHEMA,
+        "config": config.to_dict(),
+        "config_hash": config.hash,
+        "group_hash": config.group_hash,
+        "result": {
+            "status": status,
+            "message": message,
+            "seeds": {"problem": config.problem_seed(), "optimizer": config.optimizer_seed()},
+            "evals_per_iteration": int(getattr(opt, "evals_per_iteration", opt.popsize)),
+            "final": curve.last(),
+            "curve": curve.columns,
+            "stats": jsonable(opt.stats),
+        },
+        "provenance": {
+            "versions": versions(),
+            "git_revision": git_revision(),
+            "host": platform.node(),
+            "started_utc": started,
+            "finished_utc": _now(),
+            "wall_time_s": round(wall, 3),
+            "resumed": resumes,
+        },
+    }
+    write_json(record_path(runs_dir, config), record)
+    ckpt.unlink(missing_ok=True)
+    return record

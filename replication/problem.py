@@ -1,0 +1,28 @@
+"""What the run engine needs from a study's problem instance."""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+
+class Problem(Protocol):
+    """A problem instance built from a :class:`~replication.config.RunConfig`.
+
+    ``x0``: the initial mean. ``objective(X)``: the values the optimizer sees (each call is
+    one ask; counted in the optimizer's evaluations; a mini-batch objective draws a fresh
+    batch per call). ``metrics(mean)``: quantities recorded on the anytime curve at the
+    current mean (not counted as evaluations; e.g. the error ||mu - x*||).
+    ``get_state``/``set_state``: any random state the objective carries (e.g. the batch
+    sampler), saved in checkpoints so a resumed run continues identically.
+    """
+
+    x0: np.ndarray
+
+    def objective(self, X: np.ndarray) -> np.ndarray: ...
+
+    def metrics(self, mean: np.ndarray) -> dict[str, float]: ...
+
+    def get_state(self): ...
+
+    def set_state(self, state) -> None: ...

@@ -1,0 +1,19 @@
+"""The registry of studies. A study module provides:
+
+* ``configs(params, *, settings=None, methods=None, seeds=None) -> list[RunConfig]`` built
+  from its section of ``params.yaml`` (the active profile is ``params[study]["profile"]``);
+* ``make_problem(config) -> Problem``;
+* ``cost(config) -> float``, a rough relative cost used to start long runs first;
+* ``report(params, records, out_dir) -> dict`` writing its tables and figures.
+"""
+from __future__ import annotations
+
+import importlib
+
+STUDIES = {"synthetic": "replication.synthetic.study"}
+
+
+def get_study(name: str):
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; available: {sorted(STUDIES)}")
+    return importlib.import_module(STUDIES[name])

@@ -1,0 +1,99 @@
+"""The synthetic study: configs from ``params.yaml``, problem instances, and cost estimates.
+
+Paper setting (Section 5.1 and appendix "Synthetic Problems"): the four functions of
+``replication.problems.synthetic``; d in {200, 500, 1000} with N = 50 and d = 200 with
+N in {10, 100}; mu0 ~ U[0, 1]^d, Sigma0 = I; beta = 0.1 for INGO, BES and SABO;
+rho = 100/sqrt(T + 1) for SABO; BES spacing c = 1; MMES defaults; 3 seeds; error
+E = ||mu - x*||_2. The paper does not state T: it is set per setting and profile in
+``params.yaml`` and recorded in every config. In a method's parameters the string ``"T"``
+stands for the setting's horizon: its number of iterations in the full profile (so a reduced
+profile uses the same rho and its curves are prefixes of the full study's curves).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import sabo
+from replication.config import RunConfig
+from replication.problems.synthetic import FUNCTIONS
+
+STUDY = "synthetic"
+
+
+class SyntheticProblem:
+    """One test function at one dimension with a seeded initial mean mu0 ~ U[low, high]^d."""
+
+    def __init__(self, function: str, dim: int, mu0_low: float, mu0_high: float, seed: int):
+        if function not in FUNCTIONS:
+            raise ValueError(f"unknown synthetic function {function!r}; available: {sorted(FUNCTIONS)}")
+        self._f, optimum = FUNCTIONS[function]
+        self.x_star = np.full(dim, optimum)
+        self.x0 = np.random.default_rng(seed).uniform(mu0_low, mu0_high, dim)
+
+    def objective(self, X: np.ndarray) -> np.ndarray:
+        return self._f(X)
+
+    def metrics(self, mean: np.ndarray) -> dict[str, float]:
+        return {"error": float(np.linalg.norm(mean - self.x_star)), "f_mean": float(self._f(mean)[0])}
+
+    def get_state(self):
+        return None
+
+    def set_state(self, state) -> None:
+        pass
+
+
+def _substitute_horizon(value, T: int):
+    if isinstance(value, dict):
+        return {k: _substitute_horizon(v, T) for k, v in value.items()}
+    return T if value == "T" else value
+
+
+def profile(params: dict) -> tuple[str, dict]:
+    p = params[STUDY]
+    name = p["profile"]
+    if name not in p["profiles"]:
+        raise ValueError(f"{STUDY}.profile must be one of {sorted(p['profiles'])} (got {name!r})")
+    return name, p["profiles"][name]
+
+
+def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
+    """All runs of the active profile, optionally narrowed to some settings/methods/seeds/functions."""
+    p = params[STUDY]
+    _, prof = profile(params)
+    horizons = p["profiles"]["full"]["iterations"]
+    out = []
+    for setting, T in prof["iterations"].items():
+        if settings is not None and setting not in settings:
+            continue
+        if setting not in p["settings"]:
+            raise ValueError(f"{STUDY}: profile names setting {setting!r}, which is not under {STUDY}.settings")
+        shape = p["settings"][setting]
+        for function in p["functions"]:
+            if functions is not None and function not in functions:
+                continue
+            problem = {"name": function, "dim": int(shape["dim"]), "mu0": dict(p["mu0"])}
+            for method, mparams in p["methods"].items():
+                if methods is not None and method not in methods:
+                    continue
+                opt_params = {"sigma0": p["sigma0"], "popsize": int(shape["popsize"]),
+                              **_substitute_horizon(mparams, int(horizons[setting]))}
+                for seed in prof["seeds"]:
+                    if seeds is not None and seed not in seeds:
+                        continue
+                    out.append(RunConfig(study=STUDY, setting=setting, problem=problem, method=method,
+                                         params=opt_params, seed=int(seed), budget={"max_iter": int(T)},
+                                         code_version=sabo.__version__))
+    return out
+
+
+def make_problem(config: RunConfig) -> SyntheticProblem:
+    pr = config.problem
+    return SyntheticProblem(pr["name"], pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())
+
+
+def cost(config: RunConfig) -> float:
+    """Relative cost: pycma's per-iteration work grows like N d^2, the others' like N d."""
+    d, n, T = config.problem["dim"], config.params["popsize"], config.budget["max_iter"]
+    per_iter = n * d * (d / 25.0 if config.method == "cmaes" else 1.0)
+    return T * per_iter * (2.0 if config.method == "sabo" else 1.0)
