@@ -25,8 +25,12 @@ pycma options set here, and why:
 * ``CMA_stds``: a per-coordinate ``sigma0`` is passed as pycma's scalar
   sigma0 = max_i sigma0_i times the multipliers sigma0_i / max_i sigma0_i.
 
-In pycma 4.x the default sampling, mirroring (``CMA_mirrormethod = 2``) and CSA step-size
-paths draw only through ``opts['randn']``. The code paths that still call ``np.random``
+In pycma 4.x the default sampling, mirroring (``CMA_mirrormethod = 2``) and step-size
+paths draw only through ``opts['randn']``. For d >= 300 pycma's default step-size rule is
+two-point adaptation (TPA) instead of CSA; its ``check_consistency`` picks coordinates to
+verify with ``np.random.randint``. That choice does not affect the optimisation, but it
+advances NumPy's global RNG, so ``tell`` saves and restores the global state around pycma's
+update. The code paths that still call ``np.random``
 (``CMA_mirrormethod`` 0/1 via stochastic rounding, ``AdaptSigma = CMAAdaptSigmaTPA``'s
 consistency check, ``integer_variables``, a custom ``CMA_sampler``, and a numeric
 ``CMA_diagonal``, whose switch to full covariance builds a sampler without ``randn``) are
@@ -175,7 +179,11 @@ class CMAES(AskTellOptimizer):
         # finite. The copy adds about half to a tell at d = 20 and 5-10% at d = 200..1000.
         # The memo makes the copy share self._rng instead of cloning it.
         es = copy.deepcopy(self._es, {id(self._rng): self._rng})
-        es.tell([x.copy() for x in self._pending], values.tolist())
+        global_state = np.random.get_state()
+        try:
+            es.tell([x.copy() for x in self._pending], values.tolist())
+        finally:
+            np.random.set_state(global_state)  # TPA's consistency check draws from it (d >= 300)
         self._require_finite(mean=es.mean, sigma=es.sigma)
         self._es = es
         self._nit += 1

@@ -131,6 +131,13 @@ def cmd_report(args) -> int:
     outcome = study.report(params, records, Path(args.out), tracker=make_tracker(args))
     for path in outcome["files"]:
         print(f"wrote {path}")
+    if args.record_expected:
+        from .claims import REPRODUCED
+        from .storage import write_json
+
+        held = [v["id"] for v in outcome["claims"] if v["verdict"] == REPRODUCED]
+        write_json(args.record_expected, {"profile": params[args.study]["profile"], "reproduced": held})
+        print(f"recorded {len(held)} reproduced claims in {args.record_expected}")
     if args.check_claims:
         from .claims import check_against_expected
 
@@ -178,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-track", action="store_true", help="do not attach the figures to MLflow")
     p.add_argument("--check-claims", metavar="EXPECTED_JSON",
                    help="exit 1 if a claim listed as reproduced in this file no longer is")
+    p.add_argument("--record-expected", metavar="EXPECTED_JSON",
+                   help="write the ids of the claims reproduced now (regenerate deliberately, e.g. for CI)")
     p.set_defaults(func=cmd_report)
     return ap
 

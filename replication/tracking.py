@@ -53,11 +53,13 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri or tracking_uri()
-        self.client = MlflowClient(tracking_uri=self.uri)
         self._lock_file = None
         if self.uri.startswith("sqlite:///"):
             db = Path(self.uri[len("sqlite:///"):])
             self._lock_file = db.with_name(db.name + ".lock")
+        with self._locked():  # the first access creates/migrates the database: one process at a time
+            self.client = MlflowClient(tracking_uri=self.uri)
+            self.client.search_experiments(max_results=1)
 
     @contextlib.contextmanager
     def _locked(self):

@@ -65,7 +65,7 @@ def test_different_seeds_give_different_populations():
     assert not np.array_equal(CMAES(np.ones(8), seed=1).ask(), CMAES(np.ones(8), seed=2).ask())
 
 
-@pytest.mark.parametrize("d,popsize", [(6, None), (2, 4)])  # popsize < 6 turns on pycma's mirrored sampling
+@pytest.mark.parametrize("d,popsize", [(6, None), (2, 4), (300, 10)])  # popsize < 6: mirroring; d >= 300: TPA
 def test_numpy_global_rng_is_never_touched(d, popsize):
     np.random.seed(12345)
     before = np.random.get_state()

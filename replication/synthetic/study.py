@@ -87,6 +87,12 @@ def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=
     return out
 
 
+def report(params: dict, records: list[dict], out_dir, tracker=None) -> dict:
+    from .report import report as _report
+
+    return _report(params, records, out_dir, tracker=tracker)
+
+
 def make_problem(config: RunConfig) -> SyntheticProblem:
     pr = config.problem
     return SyntheticProblem(pr["name"], pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())

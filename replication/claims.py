@@ -1,0 +1,83 @@
+"""Machine-checkable claims: the paper's statements kept as data, checked against our runs.
+
+A study keeps its claims in a YAML list; each entry has
+
+    id:         short identifier
+    statement:  the paper's words (quoted)
+    source:     where in the paper
+    check:      {kind: <name>, ...}   the operationalisation, evaluated by the study's checker
+
+A checker maps a ``check`` to a :class:`Verdict`: ``reproduced``, ``not reproduced``, or
+``not run`` (none of the runs the check needs has a record). ``check_against_expected``
+compares verdicts with a recorded list of claim ids that held before, so CI fails when a
+claim that held stops holding.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import yaml
+
+from .storage import read_json
+
+REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
+
+
+@dataclass
+class Verdict:
+    id: str
+    statement: str
+    source: str
+    operationalisation: str
+    measurement: str
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_claims(path) -> list[dict]:
+    with open(path) as fh:
+        claims = yaml.safe_load(fh)
+    ids = [c["id"] for c in claims]
+    if len(ids) != len(set(ids)):
+        raise ValueError(f"{path}: claim ids must be unique")
+    return claims
+
+
+def evaluate(claims: list[dict], checkers: dict, context) -> list[Verdict]:
+    """Evaluate every claim with ``checkers[claim['check']['kind']](check, context)``.
+
+    A checker returns ``(verdict, operationalisation, measurement)``.
+    """
+    out = []
+    for claim in claims:
+        kind = claim["check"]["kind"]
+        if kind not in checkers:
+            raise ValueError(f"claim {claim['id']}: unknown check kind {kind!r}; known: {sorted(checkers)}")
+        verdict, operationalisation, measurement = checkers[kind](claim["check"], context)
+        out.append(Verdict(claim["id"], claim["statement"].strip(), claim["source"], operationalisation,
+                           measurement, verdict))
+    return out
+
+
+def render_markdown(verdicts: list[Verdict]) -> str:
+    lines = ["| claim | paper | checked as | measured | verdict |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        cells = [f"`{v.id}`", f"\"{v.statement}\" ({v.source})", v.operationalisation, v.measurement, f"**{v.verdict}**"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def check_against_expected(verdicts: list[dict], expected_path) -> list[str]:
+    """Messages for every claim listed as reproduced in ``expected_path`` that no longer is."""
+    expected = read_json(expected_path)["reproduced"]
+    by_id = {v["id"]: v for v in verdicts}
+    failures = []
+    for claim_id in expected:
+        v = by_id.get(claim_id)
+        if v is None:
+            failures.append(f"{claim_id}: no longer evaluated")
+        elif v["verdict"] != REPRODUCED:
+            failures.append(f"{claim_id}: {v['verdict']} ({v['measurement']})")
+    return failures

@@ -1,0 +1,67 @@
+"""The sabo-bench command line on a tiny parameter file."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from replication.cli import main
+
+TINY = {
+    "synthetic": {
+        "profile": "tiny",
+        "profiles": {"full": {"seeds": [0], "iterations": {"d10_N6": 60}},
+                     "tiny": {"seeds": [0, 1], "iterations": {"d10_N6": 30}}},
+        "settings": {"d10_N6": {"dim": 10, "popsize": 6}},
+        "functions": ["ellipsoid", "levy"],
+        "mu0": {"low": 0.0, "high": 1.0},
+        "sigma0": 1.0,
+        "methods": {"sabo": {"lr": 0.1, "rho": {"kind": "inv_sqrt", "scale": 10.0, "horizon": "T"}},
+                    "ingo": {"lr": 0.1}},
+    }
+}
+
+
+@pytest.fixture
+def params(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return str(path)
+
+
+def test_help_names_every_command():
+    out = subprocess.run([sys.executable, "-m", "replication.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for command in ("run", "run-one", "list", "report"):
+        assert command in out.stdout
+
+
+def test_run_list_report_cycle(tmp_path, params, capsys):
+    runs = str(tmp_path / "runs")
+    common = ["--params", params, "--runs-dir", runs]
+    assert main(["list", "synthetic", *common, "--summary"]) == 0
+    assert "8 pending" in capsys.readouterr().out
+    assert main(["run-one", "synthetic", *common, "--method", "sabo", "--function", "levy", "--seed", "1",
+                 "--no-track", "--quiet"]) == 0
+    assert "d10_N6/levy/sabo/seed1: completed" in capsys.readouterr().out
+    assert main(["run", "synthetic", *common, "--workers", "2", "--no-track", "--quiet"]) == 0
+    assert "8 runs finished" in capsys.readouterr().out
+    assert main(["list", "synthetic", *common, "--summary"]) == 0
+    assert "8 completed" in capsys.readouterr().out
+    out_dir = tmp_path / "results"
+    assert main(["report", "synthetic", *common, "--out", str(out_dir), "--no-track"]) == 0
+    md = (out_dir / "synthetic.md").read_text()
+    assert "profile **tiny**" in md and "## Claims of the paper" in md
+    assert (out_dir / "figures" / "synthetic_d10_N6.png").stat().st_size > 10_000
+    assert (out_dir / "figures" / "synthetic_d10_N6_evals.png").exists()
+
+
+def test_run_one_refuses_an_ambiguous_selection(tmp_path, params, capsys):
+    assert main(["run-one", "synthetic", "--params", params, "--runs-dir", str(tmp_path), "--method", "sabo",
+                 "--no-track"]) == 1
+    assert "matches 4 runs" in capsys.readouterr().err
+
+
+def test_unknown_profile_is_a_clear_error(tmp_path, params):
+    with pytest.raises(ValueError, match="synthetic.profile must be one of"):
+        main(["list", "synthetic", "--params", params, "--profile", "huge", "--runs-dir", str(tmp_path)])

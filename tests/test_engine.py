@@ -1,0 +1,121 @@
+"""The run engine: records, idempotency, resumption after SIGKILL, atomic writes, divergence."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from engine_helpers import deterministic_part, small_config
+from replication.config import RunConfig
+from replication.curve import log_grid
+from replication.engine import checkpoint_path, execute, record_path
+from replication.storage import write_json
+
+
+def test_record_holds_config_curve_stats_and_provenance(tmp_path):
+    cfg = small_config("sabo", T=150)
+    rec = execute(cfg, tmp_path)
+    assert rec["config"] == cfg.to_dict() and rec["config_hash"] == cfg.hash
+    res = rec["result"]
+    curve = res["curve"]
+    assert curve["nit"][0] == 0 and curve["nfev"][0] == 0 and curve["nit"][-1] == 150
+    assert curve["nit"][1:] == log_grid(150)
+    assert all(nfev == nit * res["evals_per_iteration"] for nit, nfev in zip(curve["nit"], curve["nfev"]))
+    assert res["evals_per_iteration"] == 20
+    x0 = np.random.default_rng(cfg.problem_seed()).uniform(0, 1, 20)
+    assert curve["error"][0] == pytest.approx(np.linalg.norm(x0))
+    assert res["final"]["error"] == curve["error"][-1] < curve["error"][0]
+    assert {"safeguard_perturbation", "safeguard_update"} <= set(res["stats"])
+    prov = rec["provenance"]
+    assert {"versions", "git_revision", "wall_time_s", "started_utc", "finished_utc", "resumed"} <= set(prov)
+    assert prov["versions"]["numpy"] == np.__version__ and prov["resumed"] == 0
+    assert json.loads(record_path(tmp_path, cfg).read_text()) == rec
+
+
+def test_finished_run_is_not_redone(tmp_path):
+    cfg = small_config("ingo", T=50)
+    first = execute(cfg, tmp_path)
+    path = record_path(tmp_path, cfg)
+    stamp = path.stat().st_mtime_ns
+    assert execute(cfg, tmp_path) == first
+    assert path.stat().st_mtime_ns == stamp
+
+
+def test_same_problem_seed_for_every_method_and_distinct_optimizer_seeds():
+    a, b = small_config("sabo"), small_config("ingo")
+    assert a.problem_seed() == b.problem_seed()
+    assert a.optimizer_seed() != b.optimizer_seed()
+    assert small_config("sabo", seed=1).problem_seed() != a.problem_seed()
+    assert RunConfig.from_dict(a.to_dict()).hash == a.hash
+
+
+def test_overflowing_objective_ends_the_run_as_diverged(tmp_path, monkeypatch):
+    """An objective that returns inf (here from its 30th call on) is a result, not a crash."""
+    import replication.synthetic.study as study
+
+    build = study.make_problem
+
+    def overflowing(config):
+        problem = build(config)
+        f, calls = problem.objective, []
+
+        def objective(X):
+            calls.append(1)
+            return f(X) if len(calls) < 30 else np.full(X.shape[0], np.inf)
+
+        problem.objective = objective
+        return problem
+
+    monkeypatch.setattr(study, "make_problem", overflowing)
+    rec = execute(small_config("ingo", T=400), tmp_path)
+    assert rec["result"]["status"] == "diverged"
+    assert "non-finite values" in rec["result"]["message"]
+    assert rec["result"]["curve"]["nit"][-1] == 29 == rec["result"]["final"]["nit"]
+
+
+KILLABLE = """
+import sys
+sys.path.insert(0, {tests!r})
+from engine_helpers import small_config
+from replication.engine import execute
+execute(small_config("sabo", dim=30, T=20000), {runs!r}, checkpoint_every_iters=200)
+"""
+
+
+def test_run_killed_with_sigkill_resumes_to_the_same_record(tmp_path):
+    cfg = small_config("sabo", dim=30, T=20000)
+    killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
+    script = KILLABLE.format(tests=os.path.dirname(__file__), runs=str(killed_dir))
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    ckpt = checkpoint_path(killed_dir, cfg)
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.3)  # let it get past the first checkpoint
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert ckpt.exists() and not record_path(killed_dir, cfg).exists()
+    resumed = execute(cfg, killed_dir)
+    assert resumed["provenance"]["resumed"] == 1
+    assert not ckpt.exists()
+    uninterrupted = execute(cfg, clean_dir)
+    assert deterministic_part(resumed) == deterministic_part(uninterrupted)
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
+    target = tmp_path / "r.json"
+    write_json(target, {"v": 1})
+
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        write_json(target, {"v": 2})
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]

@@ -1,0 +1,35 @@
+"""dvc.yaml and params.yaml agree: one stage per (setting, method), every figure an output."""
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(name):
+    return yaml.safe_load((ROOT / name).read_text())
+
+
+def test_synthetic_matrix_covers_every_setting_and_method():
+    dvc, params = load("dvc.yaml"), load("params.yaml")["synthetic"]
+    matrix = dvc["stages"]["synthetic"]["matrix"]
+    assert sorted(matrix["setting"]) == sorted(params["settings"]) == sorted(params["profiles"]["full"]["iterations"])
+    assert sorted(matrix["method"]) == sorted(params["methods"])
+    stage_params = dvc["stages"]["synthetic"]["params"]
+    assert "synthetic.methods.${item.method}" in stage_params   # one method's change reruns only its stages
+    assert not any(p == "synthetic" or p == "synthetic.methods" for p in stage_params)
+
+
+def test_report_outputs_every_figure_of_the_full_profile():
+    dvc, params = load("dvc.yaml"), load("params.yaml")["synthetic"]
+    outs = {next(iter(o)) if isinstance(o, dict) else o for o in dvc["stages"]["synthetic_report"]["outs"]}
+    for setting in params["profiles"]["full"]["iterations"]:
+        assert f"results/figures/synthetic_{setting}.png" in outs
+        assert f"results/figures/synthetic_{setting}_evals.png" in outs
+    assert "results/synthetic.md" in outs
+
+
+def test_reduced_profiles_only_name_known_settings():
+    params = load("params.yaml")["synthetic"]
+    for name, profile in params["profiles"].items():
+        assert set(profile["iterations"]) <= set(params["settings"]), name
