@@ -1,5 +1,4 @@
 """BES: population layout, the gradient estimate, convergence, save/restore and bad input."""
-import pickle
 
 import numpy as np
 import pytest
@@ -8,16 +7,7 @@ from baselines.bes import BES
 from replication.problems.synthetic import ellipsoid
 from sabo import InvSqrt
 from sabo.gaussian_search import default_popsize
-
-
-def sphere(X):
-    return np.sum(np.atleast_2d(X) ** 2, axis=1)
-
-
-def drive(opt, fun, iterations):
-    for _ in range(iterations):
-        X = opt.ask()
-        opt.tell(X, fun(X))
+from helpers import drive, restore_and_compare, sphere
 
 
 def test_ask_returns_n_plus_one_rows_with_centre_last():
@@ -98,13 +88,7 @@ def test_state_dict_restore_continues_bit_identically(pending):
     drive(opt, ellipsoid, 5)
     if pending:
         opt.ask()
-    restored = BES.from_state_dict(pickle.loads(pickle.dumps(opt.state_dict())))
-    for _ in range(20):
-        Xa, Xb = opt.ask(), restored.ask()
-        assert np.array_equal(Xa, Xb)
-        opt.tell(Xa, ellipsoid(Xa))
-        restored.tell(Xb, ellipsoid(Xb))
-    assert np.array_equal(opt.mean, restored.mean)
+    restored = restore_and_compare(opt, ellipsoid)
     assert opt.nfev == restored.nfev and opt.nit == restored.nit and opt.stats == restored.stats
 
 

@@ -8,16 +8,7 @@ import pytest
 
 from baselines.cmaes import CMAES
 from replication.problems.synthetic import ellipsoid
-
-
-def sphere(X):
-    return np.sum(np.atleast_2d(X) ** 2, axis=1)
-
-
-def drive(opt, fun, iterations):
-    for _ in range(iterations):
-        X = opt.ask()
-        opt.tell(X, fun(X))
+from helpers import drive, sphere
 
 
 def global_state_equal(a, b):

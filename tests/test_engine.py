@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from engine_helpers import deterministic_part, small_config
+from helpers import deterministic_part, small_config
 from replication.config import RunConfig
 from replication.curve import log_grid
 from replication.engine import checkpoint_path, execute, record_path
@@ -80,7 +80,7 @@ def test_overflowing_objective_ends_the_run_as_diverged(tmp_path, monkeypatch):
 KILLABLE = """
 import sys
 sys.path.insert(0, {tests!r})
-from engine_helpers import small_config
+from helpers import small_config
 from replication.engine import execute
 execute(small_config("sabo", dim=30, T=20000), {runs!r}, checkpoint_every_iters=200)
 """

@@ -10,11 +10,7 @@ import pytest
 
 from baselines.mmes import MMES, default_popsize, recombination_weights
 from replication.problems.synthetic import ellipsoid
-
-
-def sphere(X):
-    X = np.atleast_2d(X)
-    return np.sum(X * X, axis=1)
+from helpers import sphere
 
 
 def run_budget(f, d, budget, seed, **kw):

@@ -3,7 +3,7 @@ import multiprocessing
 
 import pytest
 
-from engine_helpers import small_config
+from helpers import small_config
 from replication.engine import execute
 
 mlflow = pytest.importorskip("mlflow")  # part of the replication extra, installed by .ci/run

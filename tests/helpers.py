@@ -1,6 +1,19 @@
-"""Small run configs of the synthetic study for engine, executor and tracking tests."""
+"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study."""
+import numpy as np
+
 import sabo
 from replication.config import RunConfig
+
+
+def sphere(X):
+    return np.sum(np.atleast_2d(X) ** 2, axis=1)
+
+
+def drive(opt, fun, rounds):
+    """``rounds`` ask/tell rounds (for SABO two rounds make one iteration)."""
+    for _ in range(rounds):
+        X = opt.ask()
+        opt.tell(X, fun(X))
 
 
 def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=150, seed=0, **params) -> RunConfig:
@@ -20,3 +33,20 @@ def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=1
 def deterministic_part(record: dict) -> dict:
     """What must not depend on timing, resumption or scheduling."""
     return {"config": record["config"], "config_hash": record["config_hash"], "result": record["result"]}
+
+
+def restore_and_compare(opt, fun, rounds=20):
+    """Restore ``opt`` from its pickled state_dict, drive both ``rounds`` rounds, assert identical asks.
+
+    Returns the restored optimizer (in step with ``opt``) for further checks.
+    """
+    import pickle
+
+    restored = type(opt).from_state_dict(pickle.loads(pickle.dumps(opt.state_dict())))
+    for _ in range(rounds):
+        Xa, Xb = opt.ask(), restored.ask()
+        assert np.array_equal(Xa, Xb)
+        opt.tell(Xa, fun(Xa))
+        restored.tell(Xb, fun(Xb))
+    assert np.array_equal(opt.mean, restored.mean)
+    return restored
