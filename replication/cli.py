@@ -64,17 +64,39 @@ def make_tracker(args):
     return Tracker()
 
 
+class SafeLogger:
+    """Log records to MLflow without letting a tracking failure stop the study.
+
+    Records are on disk already; a record that failed to log is logged by the next
+    ``sabo-bench run`` (logging is idempotent). Failures are reported and make the command
+    exit with status 1 at the end.
+    """
+
+    def __init__(self, tracker):
+        self.tracker, self.failures = tracker, 0
+
+    def __call__(self, record: dict) -> None:
+        try:
+            self.tracker.log_record(record)
+        except Exception as exc:  # noqa: BLE001 - any tracking error is reported, the runs go on
+            self.failures += 1
+            print(f"warning: MLflow logging of {record['config_hash']} failed: {exc!r}", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     _, configs = select(args)
     if not configs:
         print("no runs match the selection", file=sys.stderr)
         return 1
     tracker = make_tracker(args)
+    logger = SafeLogger(tracker) if tracker else None
     records = run_configs(configs, args.runs_dir, workers=args.workers, executor=args.executor,
-                          on_record=tracker.log_record if tracker else None, progress=not args.quiet,
-                          checkpoint_every_s=args.checkpoint_every)
+                          on_record=logger, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every)
     diverged = sum(r["result"]["status"] == "diverged" for r in records)
     print(f"{len(records)} runs finished ({diverged} diverged) under {args.runs_dir}/{args.study}")
+    if logger is not None and logger.failures:
+        print(f"{logger.failures} records could not be logged to MLflow; rerun to retry", file=sys.stderr)
+        return 1
     return 0
 
 

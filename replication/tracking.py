@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .config import RunConfig
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -163,9 +165,10 @@ class Tracker:
         now = int(time.time() * 1000)
         metrics = [Metric("n_seeds", float(len(children)), now, 0)]
         for key, values in finals.items():
-            mean = sum(values) / len(values)
-            std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-            metrics += [Metric(f"{key}_mean", mean, now, 0), Metric(f"{key}_std", std, now, 0)]
+            with np.errstate(all="ignore"):  # diverged runs reach 1e300: aggregates may overflow
+                mean = float(np.mean(values))
+                std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+            metrics += [Metric(f"{key}_{stat}", v, now, 0) for stat, v in (("mean", mean), ("std", std)) if _finite(v)]
         existing = self.client.get_run(group_run).data.params
         new_params = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
         self.client.log_batch(group_run, metrics=metrics, params=new_params)

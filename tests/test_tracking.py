@@ -73,3 +73,15 @@ def test_concurrent_loggers_lose_nothing(tmp_path):
     assert hashes == sorted(r["config_hash"] for r in recs)
     for run in levels["seed"]:
         assert len(client.get_metric_history(run.info.run_id, "error")) == len(recs[0]["result"]["curve"]["nit"])
+
+
+def test_diverged_runs_with_huge_errors_are_logged(tmp_path):
+    """BES reaches errors near 1e300; aggregating them over seeds must not overflow."""
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db")
+    recs = records(tmp_path, n_seeds=2, methods=("ingo",))
+    for r in recs:
+        r["result"]["final"]["error"] = 1e300
+    assert all(tracker.log_record(r) for r in recs)
+    client = tracker.client
+    group = runs_by_level(client, client.get_experiment_by_name("synthetic").experiment_id)["group"][0]
+    assert group.data.metrics["final_error_mean"] == 1e300 and "final_error_std" in group.data.metrics

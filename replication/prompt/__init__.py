@@ -1,0 +1,48 @@
+"""Black-box prompt tuning of a masked language model (the paper's Section 5.2, BBT setup).
+
+Following Black-Box Tuning (BBT; Sun et al., ICML 2022), which the SABO paper's prompt
+experiments adopt: a vector z in R^d is mapped by a fixed random matrix A in R^{d x (50 D)} to
+50 soft-prompt vectors p = A^T z (D = hidden size), which are added to the output of the
+backbone's embedding module at sequence positions 1..50 (right after ``<s>``). The objective a
+black-box optimizer minimises is the cross-entropy of the masked-LM logits at ``<mask>``,
+restricted to the task's label words, averaged over the few-shot training set.
+
+Modules (``torch`` and ``transformers`` are needed; this package is not imported by
+``replication`` itself):
+
+- :mod:`replication.prompt.model` -- load a backbone offline (:func:`load_backbone`) or build
+  one with random weights (:func:`random_backbone`).
+- :mod:`replication.prompt.soft_prompt` -- the projection A (:class:`PromptProjection`) and the
+  forward hook that adds a population of prompts (:class:`PromptInjector`).
+- :mod:`replication.prompt.objective` -- encoding (:func:`encode_template`, :func:`encode_ids`,
+  :func:`label_word_ids`) and the batched objective (:class:`PromptObjective`).
+
+The names below are imported lazily so that ``import replication.prompt`` stays cheap.
+"""
+from __future__ import annotations
+
+_EXPORTS = {
+    "BackboneUnavailable": "model",
+    "load_backbone": "model",
+    "random_backbone": "model",
+    "roberta_large_config": "model",
+    "PromptProjection": "soft_prompt",
+    "PromptInjector": "soft_prompt",
+    "embedding_std": "soft_prompt",
+    "EncodedSplit": "objective",
+    "PromptObjective": "objective",
+    "encode_ids": "objective",
+    "encode_template": "objective",
+    "label_word_ids": "objective",
+    "f1_score": "objective",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,511 @@
+"""The black-box prompt-tuning objective (BBT; the SABO paper, Section 5.2), evaluated per population.
+
+For a candidate z in R^d, prompt p(z) = A^T z (see :mod:`replication.prompt.soft_prompt`) and a
+few-shot training set {(x_i, y_i)}_{i=1..B}, the objective is
+
+    F(z) = (1/B) sum_i  -log softmax( l_i(z)[w_1], ..., l_i(z)[w_K] )_{y_i}
+
+where l_i(z) in R^V are the masked-LM logits at the ``<mask>`` position of input x_i with p(z)
+added to the embedding output at positions 1..50, and w_1..w_K are the label words' token ids:
+the softmax is restricted to the label words (BBT's ``ce`` loss). Predictions are
+argmax_k l_i(z)[w_k]; the metric is accuracy, or F1 with label 1 as the positive class (MRPC).
+
+BBT evaluates candidates one at a time, each as one forward pass over the whole training set.
+:meth:`PromptObjective.losses` evaluates a whole population of n candidates in batched forward
+passes over n x B rows -- row (c, i) is example i with candidate c's prompt -- cut into chunks
+of at most ``chunk_rows`` rows (a chunk may split a candidate's examples; per-candidate sums are
+accumulated across chunks). :meth:`PromptObjective.loss_loop` is the per-candidate reference.
+Both run under ``torch.inference_mode``, with bf16 autocast on CUDA and plain fp32 on CPU. In
+fp32 the two agree to ~1e-7 relative (tested at 1e-5); under bf16 autocast different batch
+shapes select different kernels, and they agree to ~2e-4 relative (measured on an H200 with a
+RoBERTa-large-shaped model).
+
+Inputs. Each encoded input is ``<s>``, 50 prompt placeholder tokens (positions 1..50), the
+template's text with exactly one ``<mask>``, ``</s>``. :func:`encode_template` builds them from a
+template such as ``"{P} . {sentence} . It was <mask> ."`` (``{P}`` marks the prompt, ``<mask>``
+is the tokenizer's mask token, other ``{fields}`` come from the examples); :func:`encode_texts`
+takes already-filled strings with the literal ``{P}`` and ``<mask>``; :func:`encode_ids` takes
+pre-tokenised id sequences. Inputs longer than ``max_length`` tokens (512, as BBT) are dropped
+and counted (``EncodedSplit.n_dropped``).
+
+Deviation from BBT's data code, on purpose: BBT writes the placeholders as the text
+``tokenizer.decode(range(1000, 1050))`` and re-tokenises the whole string, which need not give
+exactly 50 tokens; we insert the placeholder ids (default 1000..1049) directly, so positions
+1..50 always hold exactly the 50 prompt slots.
+"""
+from __future__ import annotations
+
+import contextlib
+import string
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .soft_prompt import N_PROMPT_TOKENS, PromptInjector, PromptProjection, embedding_module
+
+__all__ = ["EncodedSplit", "PromptObjective", "encode_ids", "encode_template", "encode_texts",
+           "label_word_ids", "f1_score", "accuracy", "DEFAULT_PLACEHOLDER_OFFSET"]
+
+DEFAULT_PLACEHOLDER_OFFSET = 1000  # BBT's placeholder token ids: 1000 .. 1000 + n - 1
+PROMPT_MARKER = "{P}"
+
+# Default rows per forward: about this many (padded) tokens per forward pass. On a GPU large
+# chunks keep the matmuls efficient (RoBERTa-large at 64k tokens: ~3 GB of activations in bf16);
+# on a CPU the gain saturates early and big chunks only cost memory.
+DEFAULT_CHUNK_TOKENS = {"cuda": 65536, "cpu": 8192}
+# Default example block: rows are grouped by blocks of this many length-sorted examples, so a
+# chunk pads only to the longest example of its blocks (Yelp-like lengths: ~95% real tokens
+# instead of ~78% when every row is padded to the longest of 32 examples).
+DEFAULT_EXAMPLE_BLOCK = 8
+
+
+# -- label words and metrics ------------------------------------------------------------------
+def label_word_ids(tokenizer, words) -> list[int]:
+    """Token id of each label word as BBT takes it: tokenised WITHOUT a leading space, first BPE token.
+
+    For RoBERTa, ``"great"`` gives the id of ``great`` (not ``Ġgreat``); a word that splits into
+    several BPE tokens contributes its first. Distinct words must give distinct ids.
+    """
+    ids = []
+    for w in words:
+        toks = tokenizer.encode(w, add_special_tokens=False)
+        if not toks:
+            raise ValueError(f"label word {w!r} tokenises to nothing")
+        ids.append(int(toks[0]))
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"label words {list(words)} share first tokens {ids}; the task would be ill-posed")
+    return ids
+
+
+_words_to_ids = label_word_ids  # PromptObjective's argument of the same name shadows the function
+
+
+def accuracy(y_true, y_pred) -> float:
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    return float(np.mean(y_true == y_pred)) if y_true.size else float("nan")
+
+
+def f1_score(y_true, y_pred, positive: int = 1) -> float:
+    """Binary F1 = 2 TP / (2 TP + FP + FN) with ``positive`` as the positive class; 0 when undefined."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    tp = int(np.sum((y_pred == positive) & (y_true == positive)))
+    fp = int(np.sum((y_pred == positive) & (y_true != positive)))
+    fn = int(np.sum((y_pred != positive) & (y_true == positive)))
+    denom = 2 * tp + fp + fn
+    return 2.0 * tp / denom if denom else 0.0
+
+
+METRICS = {"accuracy": accuracy, "f1": f1_score}
+
+
+# -- encoding ---------------------------------------------------------------------------------
+@dataclass
+class EncodedSplit:
+    """Encoded inputs of one split: id sequences, labels, and what was dropped.
+
+    ``input_ids[j]`` is a 1-D int64 array ``<s> P_1..P_n ... <mask> ... </s>``; ``labels[j]`` its
+    label; ``kept[j]`` its index in the original example list; ``dropped`` the indices of the
+    examples dropped for being longer than ``max_length`` tokens.
+    """
+
+    input_ids: list
+    labels: np.ndarray
+    mask_positions: np.ndarray
+    kept: np.ndarray
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    n_prompt_tokens: int = N_PROMPT_TOKENS
+    max_length: int = 512
+
+    @property
+    def n_dropped(self) -> int:
+        return int(self.dropped.size)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(x) for x in self.input_ids], dtype=np.int64)
+
+
+def _placeholders(tokenizer, n_prompt_tokens, placeholder_ids):
+    if placeholder_ids is None:
+        placeholder_ids = list(range(DEFAULT_PLACEHOLDER_OFFSET, DEFAULT_PLACEHOLDER_OFFSET + n_prompt_tokens))
+        if placeholder_ids[-1] >= len(tokenizer):
+            raise ValueError(f"the tokenizer has {len(tokenizer)} tokens, too few for BBT's placeholder ids "
+                             f"{DEFAULT_PLACEHOLDER_OFFSET}..{placeholder_ids[-1]}; pass placeholder_ids")
+    placeholder_ids = [int(i) for i in placeholder_ids]
+    if len(placeholder_ids) != n_prompt_tokens:
+        raise ValueError(f"need {n_prompt_tokens} placeholder ids, got {len(placeholder_ids)}")
+    return placeholder_ids
+
+
+def encode_ids(sequences, labels, *, mask_token_id: int, n_prompt_tokens: int = N_PROMPT_TOKENS,
+               max_length: int = 512) -> EncodedSplit:
+    """Wrap pre-tokenised sequences (each ``<s>``, n placeholders, text with one mask, ``</s>``).
+
+    Checks that each sequence has exactly one ``mask_token_id``, after position ``n_prompt_tokens``;
+    drops sequences longer than ``max_length`` (counted in ``n_dropped``).
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(sequences) != labels.size:
+        raise ValueError(f"{len(sequences)} inputs but {labels.size} labels")
+    ids_out, masks, kept, dropped = [], [], [], []
+    for j, seq in enumerate(sequences):
+        seq = np.asarray(seq, dtype=np.int64).ravel()
+        pos = np.flatnonzero(seq == mask_token_id)
+        if pos.size != 1:
+            raise ValueError(f"input {j} has {pos.size} mask tokens; exactly one is required")
+        if pos[0] <= n_prompt_tokens:
+            raise ValueError(f"input {j}: the mask is at position {pos[0]}, inside the prompt slots 1..{n_prompt_tokens}")
+        if seq.size > max_length:
+            dropped.append(j)
+            continue
+        ids_out.append(seq)
+        masks.append(int(pos[0]))
+        kept.append(j)
+    return EncodedSplit(ids_out, labels[np.asarray(kept, dtype=np.int64)], np.asarray(masks, dtype=np.int64),
+                        np.asarray(kept, dtype=np.int64), np.asarray(dropped, dtype=np.int64),
+                        n_prompt_tokens, max_length)
+
+
+def _encode_pieces(tokenizer, pieces, placeholder_ids):
+    """Token ids for a list of pieces: ("text", str) | ("P",) | ("mask",), wrapped in <s> ... </s>.
+
+    Each run of text between markers is tokenised on its own (no special tokens). Whitespace
+    right before ``<mask>`` and at the very end is stripped: RoBERTa's mask token absorbs the
+    space to its left (``lstrip``), so ``"It was <mask>"`` tokenises as ``It was`` + ``<mask>``.
+    """
+    if sum(p[0] == "P" for p in pieces) != 1 or pieces[0][0] != "P":
+        raise ValueError("the prompt marker {P} must appear exactly once, at the start of the template")
+    if sum(p[0] == "mask" for p in pieces) != 1:
+        raise ValueError(f"the template must contain the mask token {tokenizer.mask_token!r} exactly once")
+    ids = [tokenizer.bos_token_id]
+    for k, piece in enumerate(pieces):
+        if piece[0] == "P":
+            ids.extend(placeholder_ids)
+        elif piece[0] == "mask":
+            ids.append(tokenizer.mask_token_id)
+        else:
+            text = piece[1]
+            if k + 1 == len(pieces) or pieces[k + 1][0] == "mask":
+                text = text.rstrip()
+            if text:
+                ids.extend(tokenizer.encode(text, add_special_tokens=False))
+    ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def _merge_text(pieces):
+    out = []
+    for p in pieces:
+        if p[0] == "text" and out and out[-1][0] == "text":
+            out[-1] = ("text", out[-1][1] + p[1])
+        elif p[0] != "text" or p[1]:
+            out.append(p)
+    return out
+
+
+def _split_literal(text, mask_token):
+    pieces = []
+    for k, part in enumerate(text.split(mask_token)):
+        if k:
+            pieces.append(("mask",))
+        pieces.append(("text", part))
+    return pieces
+
+
+def encode_template(tokenizer, template: str, examples, labels, *, n_prompt_tokens: int = N_PROMPT_TOKENS,
+                    placeholder_ids=None, max_length: int = 512) -> EncodedSplit:
+    """Encode examples through a template such as ``"{P} . {sentence} . It was <mask> ."``.
+
+    ``{P}`` (first, exactly once) becomes the n placeholder ids; the tokenizer's mask token
+    written literally in the template becomes ``<mask>``; every other ``{field}`` is filled from
+    the example (a dict, or a plain string when the template has a single field). Field values
+    are inserted verbatim (braces in the data are not format fields); a special-token string such
+    as ``<mask>`` inside the data is still turned into that token by the tokenizer, and the
+    resulting second mask raises ``ValueError``.
+    """
+    placeholder_ids = _placeholders(tokenizer, n_prompt_tokens, placeholder_ids)
+    parsed = list(string.Formatter().parse(template))
+    fields = [f for _, f, _, _ in parsed if f is not None and f != "P"]
+    seqs = []
+    for ex in examples:
+        if isinstance(ex, str):
+            if len(set(fields)) != 1:
+                raise ValueError(f"a plain-string example needs a template with one field, got {fields}")
+            ex = {fields[0]: ex}
+        pieces = []
+        for literal, fname, spec, _ in parsed:
+            pieces.extend(_split_literal(literal, tokenizer.mask_token))
+            if fname == "P":
+                pieces.append(("P",))
+            elif fname is not None:
+                pieces.append(("text", format(ex[fname], spec or "")))
+        seqs.append(_encode_pieces(tokenizer, _merge_text(pieces), placeholder_ids))
+    return encode_ids(seqs, labels, mask_token_id=tokenizer.mask_token_id, n_prompt_tokens=n_prompt_tokens,
+                      max_length=max_length)
+
+
+def encode_texts(tokenizer, texts, labels, *, n_prompt_tokens: int = N_PROMPT_TOKENS, placeholder_ids=None,
+                 max_length: int = 512) -> EncodedSplit:
+    """Encode already-filled texts holding the literal ``{P}`` (first) and the mask token once each."""
+    placeholder_ids = _placeholders(tokenizer, n_prompt_tokens, placeholder_ids)
+    seqs = []
+    for t in texts:
+        pieces = []
+        for k, part in enumerate(t.split(PROMPT_MARKER)):
+            if k:
+                pieces.append(("P",))
+            pieces.extend(_split_literal(part, tokenizer.mask_token))
+        seqs.append(_encode_pieces(tokenizer, _merge_text(pieces), placeholder_ids))
+    return encode_ids(seqs, labels, mask_token_id=tokenizer.mask_token_id, n_prompt_tokens=n_prompt_tokens,
+                      max_length=max_length)
+
+
+# -- the objective ----------------------------------------------------------------------------
+class _Batch:
+    """A split moved to the device: padded ids, attention mask, mask positions, labels (sorted by length)."""
+
+    def __init__(self, split: EncodedSplit, pad_id: int, device):
+        lengths = split.lengths
+        # sort by length so that a chunk holding only some examples pads less
+        order = np.argsort(lengths, kind="stable")
+        self.order = order
+        self.lengths = lengths[order]
+        n, lmax = len(order), int(lengths.max())
+        ids = np.full((n, lmax), pad_id, dtype=np.int64)
+        att = np.zeros((n, lmax), dtype=np.int64)
+        for r, j in enumerate(order):
+            ids[r, : lengths[j]] = split.input_ids[j]
+            att[r, : lengths[j]] = 1
+        self.ids = torch.as_tensor(ids, device=device)
+        self.attention = torch.as_tensor(att, device=device)
+        self.mask_pos = torch.as_tensor(split.mask_positions[order], device=device)
+        self.labels_np = split.labels[order]
+        self.labels = torch.as_tensor(self.labels_np, device=device)
+        self.n = n
+
+
+class PromptObjective:
+    """F(z) for a population: ``losses(Z)`` -> (n,) float64; see the module docstring for the math.
+
+    Parameters
+    ----------
+    model : transformers masked LM (RoBERTa), in eval mode (set here: dropout would make F random)
+    tokenizer : its tokenizer (special-token ids; encoding of texts)
+    texts_or_encoded : EncodedSplit, or a list of token-id sequences (see :func:`encode_ids`), or a
+        list of filled texts holding ``{P}`` and the mask token (see :func:`encode_texts`)
+    labels : class indices (0..K-1); may be None with an EncodedSplit (its labels are used)
+    label_word_ids : K token ids, or K words (converted with :func:`label_word_ids`)
+    projection : :class:`PromptProjection` (A, on the model's device)
+    metric : ``"accuracy"`` or ``"f1"`` (binary, positive class = label 1)
+    max_length : inputs longer than this many tokens are dropped (``n_dropped``)
+    chunk_rows : at most this many rows (candidate x example) per forward pass. Default: about
+        65536 padded tokens per forward on CUDA, 8192 on CPU.
+    example_block : rows are ordered by blocks of this many length-sorted examples, then by
+        candidate, then by example: within a block, candidate c's rows are contiguous. Default 8:
+        chunks hold similar-length examples and pad less. None: all examples in one block
+        (plain candidate-major order, rows [c B, (c + 1) B) for candidate c).
+    placeholder_ids : for texts: the n placeholder token ids (default BBT's 1000..1049)
+    autocast : bf16 autocast; default on for CUDA, off (fp32) on CPU
+
+    Notes
+    -----
+    Each call evaluates the whole training set (BBT: one batch per evaluation). Counters:
+    ``n_calls`` (calls of ``losses``/``loss_loop``), ``n_evaluations`` (candidates evaluated).
+    The object is callable: ``objective(Z) == objective.losses(Z)``, the vectorised form that
+    ``sabo.minimize`` expects.
+    """
+
+    def __init__(self, model, tokenizer, texts_or_encoded, labels, label_word_ids, projection: PromptProjection,
+                 *, metric: str = "accuracy", max_length: int = 512, chunk_rows: int | None = None,
+                 example_block: int | None = DEFAULT_EXAMPLE_BLOCK, placeholder_ids=None, autocast: bool | None = None):
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.projection = projection
+        self.metric = metric
+        self.max_length = int(max_length)
+        self.device = projection.device
+        self.n_prompt_tokens = projection.n_tokens
+        self._placeholder_ids = placeholder_ids
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token")
+        self.pad_id = int(tokenizer.pad_token_id)
+        words = list(label_word_ids)
+        if words and isinstance(words[0], str):
+            words = _words_to_ids(tokenizer, words)
+        self.label_ids = torch.as_tensor([int(w) for w in words], device=self.device)
+        self.train = self.encode(texts_or_encoded, labels)
+        if len(self.train) == 0:
+            raise ValueError("no training examples left (all longer than max_length?)")
+        if self.train.labels.min() < 0 or self.train.labels.max() >= len(words):
+            raise ValueError(f"labels must lie in 0..{len(words) - 1}")
+        self._batch = _Batch(self.train, self.pad_id, self.device)
+        self.example_block = self._batch.n if example_block is None else max(1, int(example_block))
+        if chunk_rows is None:
+            budget = DEFAULT_CHUNK_TOKENS["cuda" if self.device.type == "cuda" else "cpu"]
+            chunk_rows = max(1, budget // int(self._batch.lengths.max()))
+        if int(chunk_rows) < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        self.chunk_rows = int(chunk_rows)
+        self.autocast = (self.device.type == "cuda") if autocast is None else bool(autocast)
+        self._base = model.base_model
+        # RoBERTa's MLM head (dense, GELU, LayerNorm, decoder), applied only at the mask positions
+        self._head = getattr(model, "lm_head", None)
+        if self._head is None:
+            raise TypeError(f"{type(model).__name__} has no lm_head; a RoBERTa-style masked LM is required")
+        self._injector = PromptInjector(embedding_module(model), offset=1)
+        self.n_calls = 0
+        self.n_evaluations = 0
+
+    # -- data ---------------------------------------------------------------------------------
+    @property
+    def n_dropped(self) -> int:
+        return self.train.n_dropped
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.train)
+
+    def encode(self, texts_or_encoded, labels=None) -> EncodedSplit:
+        """An :class:`EncodedSplit` from any accepted input form (see the class docstring)."""
+        if isinstance(texts_or_encoded, EncodedSplit):
+            if labels is not None and not np.array_equal(np.asarray(labels)[texts_or_encoded.kept],
+                                                         texts_or_encoded.labels):
+                raise ValueError("labels disagree with the EncodedSplit's labels")
+            if texts_or_encoded.n_prompt_tokens != self.n_prompt_tokens:
+                raise ValueError("the split's prompt length differs from the projection's")
+            return texts_or_encoded
+        if labels is None:
+            raise ValueError("labels are required unless an EncodedSplit is given")
+        items = list(texts_or_encoded)
+        if items and isinstance(items[0], str):
+            return encode_texts(self.tokenizer, items, labels, n_prompt_tokens=self.n_prompt_tokens,
+                                placeholder_ids=self._placeholder_ids, max_length=self.max_length)
+        return encode_ids(items, labels, mask_token_id=self.tokenizer.mask_token_id,
+                          n_prompt_tokens=self.n_prompt_tokens, max_length=self.max_length)
+
+    # -- forward passes -----------------------------------------------------------------------
+    def _context(self):
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode())
+        if self.autocast:
+            stack.enter_context(torch.autocast(device_type=self.device.type, dtype=torch.bfloat16))
+        stack.enter_context(self._injector)
+        return stack
+
+    def _label_logits(self, batch: _Batch, prompts: torch.Tensor, cand: np.ndarray, ex: np.ndarray) -> torch.Tensor:
+        """Label-word logits (rows, K) in float32 for rows (cand[r], ex[r]), ``len(cand) <= chunk_rows``.
+
+        Must run inside :meth:`_context`. Pads to the longest example of the chunk.
+        """
+        length = int(batch.lengths[ex].max())
+        ex_t = torch.as_tensor(ex, device=self.device)
+        ids = batch.ids.index_select(0, ex_t)[:, :length]
+        att = batch.attention.index_select(0, ex_t)[:, :length]
+        c0 = int(cand.min())
+        local = torch.as_tensor(cand - c0, device=self.device)
+        self._injector.set(prompts[c0: int(cand.max()) + 1], row_index=local)
+        hidden = self._base(input_ids=ids, attention_mask=att)[0]            # (rows, L, D)
+        at_mask = hidden[torch.arange(len(ex), device=self.device), batch.mask_pos.index_select(0, ex_t)]
+        logits = self._head(at_mask)                                           # (rows, V)
+        return logits.index_select(1, self.label_ids).float()
+
+    def _rows_losses(self, batch, prompts, cand, ex, n_cand, chunk) -> np.ndarray:
+        """Mean CE per candidate over rows (cand, ex), processed in consecutive chunks of ``chunk`` rows."""
+        total = torch.zeros(n_cand, dtype=torch.float64, device=self.device)
+        with self._context():
+            for r0 in range(0, len(cand), chunk):
+                c, e = cand[r0: r0 + chunk], ex[r0: r0 + chunk]
+                logits = self._label_logits(batch, prompts, c, e)
+                ce = torch.nn.functional.cross_entropy(logits, batch.labels.index_select(
+                    0, torch.as_tensor(e, device=self.device)), reduction="none")
+                total.index_add_(0, torch.as_tensor(c, device=self.device), ce.double())
+        return (total / batch.n).cpu().numpy()
+
+    def _prompts(self, Z) -> tuple[torch.Tensor, int]:
+        if isinstance(Z, torch.Tensor):
+            Zc = Z.detach()
+        else:
+            Zc = torch.as_tensor(np.asarray(Z, dtype=np.float64))
+        if Zc.dim() == 1:
+            Zc = Zc[None]
+        if Zc.dim() != 2 or Zc.shape[1] != self.projection.dim:
+            raise ValueError(f"Z must have shape (n, {self.projection.dim}), got {tuple(Zc.shape)}")
+        if not bool(torch.isfinite(Zc).all()):
+            raise ValueError("Z contains non-finite values")
+        return self.projection.prompts(Zc), int(Zc.shape[0])
+
+    def row_layout(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(candidate, example) of each row of a generation of n candidates, in processing order.
+
+        Blocks of ``example_block`` length-sorted examples; within a block, candidate-major.
+        """
+        B, b = self._batch.n, self.example_block
+        cand, ex = [], []
+        for e0 in range(0, B, b):
+            e = np.arange(e0, min(B, e0 + b))
+            cand.append(np.repeat(np.arange(n), e.size))
+            ex.append(np.tile(e, n))
+        return np.concatenate(cand), np.concatenate(ex)
+
+    def forward_shapes(self, n: int, *, loop: bool = False) -> list[tuple[int, int]]:
+        """(rows, padded length) of every forward pass that ``losses`` (or ``loss_loop``) makes for n candidates."""
+        lengths = self._batch.lengths
+        if loop:
+            ex = np.arange(self._batch.n)
+            one = [(len(ex[r0: r0 + self.chunk_rows]), int(lengths[ex[r0: r0 + self.chunk_rows]].max()))
+                   for r0 in range(0, len(ex), self.chunk_rows)]
+            return one * n
+        _, ex = self.row_layout(n)
+        return [(len(ex[r0: r0 + self.chunk_rows]), int(lengths[ex[r0: r0 + self.chunk_rows]].max()))
+                for r0 in range(0, len(ex), self.chunk_rows)]
+
+    def losses(self, Z) -> np.ndarray:
+        """F(z) for each row of Z (n, d): float64 (n,), the population in batched forward passes."""
+        prompts, n = self._prompts(Z)
+        cand, ex = self.row_layout(n)
+        out = self._rows_losses(self._batch, prompts, cand, ex, n, self.chunk_rows)
+        self.n_calls += 1
+        self.n_evaluations += n
+        return out
+
+    __call__ = losses
+
+    def loss_loop(self, Z) -> np.ndarray:
+        """Reference for :meth:`losses`: one candidate at a time (as BBT), its examples in chunks of ``chunk_rows``."""
+        prompts, n = self._prompts(Z)
+        out = np.empty(n)
+        ex = np.arange(self._batch.n)
+        for c in range(n):
+            out[c] = self._rows_losses(self._batch, prompts[c: c + 1], np.zeros_like(ex), ex, 1, self.chunk_rows)[0]
+        self.n_calls += 1
+        self.n_evaluations += n
+        return out
+
+    def predict(self, z, split: EncodedSplit | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted labels, true labels) of one candidate z on ``split`` (default: the training set)."""
+        batch = self._batch if split is None else _Batch(self.encode(split), self.pad_id, self.device)
+        prompts, n = self._prompts(z)
+        if n != 1:
+            raise ValueError("predict/evaluate take one candidate z of shape (d,)")
+        ex = np.arange(batch.n)
+        preds = []
+        with self._context():
+            for r0 in range(0, batch.n, self.chunk_rows):
+                e = ex[r0: r0 + self.chunk_rows]
+                preds.append(self._label_logits(batch, prompts, np.zeros_like(e), e).argmax(1).cpu().numpy())
+        pred = np.empty(batch.n, dtype=np.int64)
+        pred[batch.order] = np.concatenate(preds)           # back to the split's order
+        true = np.empty(batch.n, dtype=np.int64)
+        true[batch.order] = batch.labels_np
+        return pred, true
+
+    def evaluate(self, z, split: EncodedSplit | None = None) -> float:
+        """Accuracy, or F1 (positive class = label 1), of candidate z on ``split`` (default: training set)."""
+        pred, true = self.predict(z, split)
+        return METRICS[self.metric](true, pred)

@@ -1,0 +1,310 @@
+"""Black-box prompt tuning (BBT setup, the paper's Section 5.2) on a tiny offline RoBERTa.
+
+Checks the model-side pieces against hand computations: the hook adds A^T z at positions 1..50
+of the embedding output and nowhere else; A's scale is sigma_e / sqrt(d); the loss is the
+cross-entropy over label-word logits at <mask>; batched population evaluation equals the
+per-candidate loop; long inputs are dropped; a missing backbone fails clearly; SABO lowers the
+loss.
+"""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+import sabo  # noqa: E402
+from replication.prompt.model import BackboneUnavailable, load_backbone, random_backbone, roberta_large_config  # noqa: E402
+from replication.prompt.objective import (  # noqa: E402
+    PromptObjective, encode_ids, encode_template, encode_texts, f1_score, label_word_ids)
+from replication.prompt.soft_prompt import PromptInjector, PromptProjection, embedding_module, embedding_std  # noqa: E402
+from tiny_roberta import (  # noqa: E402
+    LABEL_WORDS, N_PROMPT, TEMPLATE, placeholder_ids, sentiment_examples, tiny_model, tiny_tokenizer)
+
+D_Z = 12  # intrinsic dimension used in most tests
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Keep CPU use small (the suite may share the machine with long jobs)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model():
+    # a larger init scale than RoBERTa's 0.02 so that the random tiny model reacts to the prompt
+    return tiny_model(initializer_range=0.3)
+
+
+@pytest.fixture(scope="module")
+def train(tok):
+    sents, labels = sentiment_examples(8, seed=0)
+    return encode_template(tok, TEMPLATE, sents, labels, placeholder_ids=placeholder_ids())
+
+
+def make_objective(model, tok, train, d=D_Z, **kw):
+    proj = PromptProjection.from_model(model, d, seed=1)
+    return PromptObjective(model, tok, train, None, LABEL_WORDS, proj, **kw)
+
+
+def population(n, d=D_Z, scale=3.0, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, d)) * scale
+
+
+# -- tokenisation and encoding ------------------------------------------------------------------
+def test_label_word_ids_without_leading_space_first_token(tok):
+    ids = label_word_ids(tok, ["great", "bad"])
+    for word, i in zip(["great", "bad"], ids):
+        pieces = tok.convert_ids_to_tokens(tok.encode(word, add_special_tokens=False))
+        assert tok.convert_ids_to_tokens(i) == pieces[0]
+        assert not pieces[0].startswith("Ġ")  # no leading space
+    # "bad" is not a single BPE token in the tiny vocabulary: its first token is taken
+    assert len(tok.encode("bad", add_special_tokens=False)) > 1
+    assert ids[0] != tok.encode(" great", add_special_tokens=False)[0]  # differs from the spaced form
+    with pytest.raises(ValueError, match="share first tokens"):
+        label_word_ids(tok, ["great", "great"])
+
+
+def test_encode_template_layout(tok, train):
+    ph = placeholder_ids()
+    assert len(train) == 16 and train.n_dropped == 0
+    for ids, mpos in zip(train.input_ids, train.mask_positions):
+        assert ids[0] == tok.bos_token_id and ids[-1] == tok.eos_token_id
+        assert list(ids[1:1 + N_PROMPT]) == ph
+        assert np.flatnonzero(ids == tok.mask_token_id).tolist() == [mpos]
+        assert mpos > N_PROMPT
+    # the text after the prompt: " . sentence . It was" <mask> " ."
+    sents, labels = sentiment_examples(8, seed=0)
+    first = train.input_ids[0]
+    expect = tok.encode(f" . {sents[0]} . It was", add_special_tokens=False)
+    assert list(first[1 + N_PROMPT: train.mask_positions[0]]) == expect
+    assert list(first[train.mask_positions[0] + 1: -1]) == tok.encode(" .", add_special_tokens=False)
+    # filled texts and dict examples give the same ids; data is inserted verbatim
+    texts = [TEMPLATE.replace("{sentence}", s) for s in sents]
+    same = encode_texts(tok, texts, labels, placeholder_ids=ph)
+    assert all(np.array_equal(a, b) for a, b in zip(same.input_ids, train.input_ids))
+    dicts = encode_template(tok, TEMPLATE, [{"sentence": s} for s in sents], labels, placeholder_ids=ph)
+    assert all(np.array_equal(a, b) for a, b in zip(dicts.input_ids, train.input_ids))
+    odd = encode_template(tok, TEMPLATE, ["a {x} great film"], [1], placeholder_ids=ph)  # braces: data, not fields
+    assert list(odd.input_ids[0][1 + N_PROMPT: odd.mask_positions[0]]) == tok.encode(
+        " . a {x} great film . It was", add_special_tokens=False)
+    with pytest.raises(ValueError, match="2 mask tokens"):  # the tokenizer turns a literal <mask> into the token
+        encode_template(tok, TEMPLATE, ["a great <mask> film"], [1], placeholder_ids=ph)
+    with pytest.raises(ValueError, match="exactly once"):
+        encode_template(tok, "{P} {s} <mask> <mask>", ["x"], [0], placeholder_ids=ph)
+    with pytest.raises(ValueError, match="start"):
+        encode_template(tok, "{s} {P} <mask>", ["x"], [0], placeholder_ids=ph)
+
+
+def test_inputs_longer_than_max_length_are_dropped_and_counted(tok, model):
+    ph = placeholder_ids()
+    long_text = " ".join(["great film"] * 300)  # well over 512 tokens
+    sents = ["a great film", long_text, "a bad film", long_text, "I hated this movie"]
+    labels = [1, 1, 0, 0, 0]
+    enc = encode_template(tok, TEMPLATE, sents, labels, placeholder_ids=ph, max_length=512)
+    assert enc.n_dropped == 2 and enc.dropped.tolist() == [1, 3] and enc.kept.tolist() == [0, 2, 4]
+    assert enc.labels.tolist() == [1, 0, 0] and enc.lengths.max() <= 512
+    # the objective encodes once and reports the same count (texts path)
+    texts = [TEMPLATE.replace("{sentence}", s) for s in sents]
+    obj = PromptObjective(model, tok, texts, labels, LABEL_WORDS, PromptProjection.from_model(model, 4),
+                          placeholder_ids=ph)
+    assert obj.n_dropped == 2 and obj.n_examples == 3
+    assert np.isfinite(obj.losses(np.zeros((2, 4)))).all()
+    # pre-tokenised ids path, with a custom limit
+    ids = encode_ids(enc.input_ids, enc.labels, mask_token_id=tok.mask_token_id, max_length=60)
+    assert ids.n_dropped == sum(len(x) > 60 for x in enc.input_ids)
+
+
+# -- the projection and the hook ------------------------------------------------------------------
+def test_sigma_e_and_projection_scale(model):
+    w = model.get_input_embeddings().weight.detach().numpy().astype(np.float64)
+    assert embedding_std(model.get_input_embeddings().weight) == pytest.approx(np.std(w), rel=1e-12)
+    d = 40
+    proj = PromptProjection.from_model(model, d, seed=3)
+    assert proj.sigma_e == pytest.approx(np.std(w), rel=1e-12)
+    assert proj.std == pytest.approx(np.std(w) / math.sqrt(d), rel=1e-12)
+    A = proj.A.double().numpy()
+    assert A.shape == (d, N_PROMPT * 32)
+    n, s = A.size, proj.std
+    # standard errors of the sample std and mean of n i.i.d. N(0, s^2) entries
+    assert abs(A.std() - s) < 5 * s / math.sqrt(2 * n)
+    assert abs(A.mean()) < 5 * s / math.sqrt(n)
+    # seeded: same seed, same A; another seed, another A
+    assert torch.equal(PromptProjection.from_model(model, d, seed=3).A, proj.A)
+    assert not torch.equal(PromptProjection.from_model(model, d, seed=4).A, proj.A)
+    z = np.random.default_rng(0).standard_normal(d)
+    p = proj.prompts(z)
+    assert p.shape == (1, N_PROMPT, 32)
+    np.testing.assert_allclose(p.double().numpy().reshape(-1), z @ A, rtol=1e-5, atol=1e-6)
+
+
+def test_hook_adds_prompt_exactly_at_positions_1_to_50(model, train):
+    emb = embedding_module(model)
+    assert emb is model.roberta.embeddings
+    ids = torch.as_tensor(np.stack([x[:60] for x in train.input_ids[:2]]))  # two rows, same length
+    proj = PromptProjection.from_model(model, D_Z, seed=0)
+    with torch.no_grad():
+        plain = emb(input_ids=ids)
+        # a population of 3 candidates x 2 rows each (candidate-major blocks)
+        P = proj.prompts(population(3))
+        rows = ids.repeat(3, 1)
+        with PromptInjector(emb) as inj:
+            inj.set(P, rows_per_candidate=2)
+            blocked = emb(input_ids=rows)
+            inj.set(P, row_index=torch.tensor([0, 0, 1, 1, 2, 2]))
+            indexed = emb(input_ids=rows)
+            inj.set(P[:1])  # one row per candidate
+            single = emb(input_ids=ids[:1])
+        after = emb(input_ids=ids)  # hook removed on exit
+    assert torch.equal(blocked, indexed)
+    assert torch.equal(after, plain)
+    for r in range(6):
+        c, base = r // 2, plain[r % 2]
+        out = blocked[r]
+        assert torch.equal(out[0], base[0])                     # <s> untouched
+        assert torch.equal(out[1 + N_PROMPT:], base[1 + N_PROMPT:])  # text untouched, bit for bit
+        assert torch.equal(out[1:1 + N_PROMPT], base[1:1 + N_PROMPT] + P[c])
+        np.testing.assert_allclose((out[1:1 + N_PROMPT] - base[1:1 + N_PROMPT]).numpy(), P[c].numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    assert torch.equal(single[0, 1:1 + N_PROMPT], plain[0, 1:1 + N_PROMPT] + P[0])
+    with PromptInjector(emb) as inj, pytest.raises(ValueError, match="rows"):
+        inj.set(P, rows_per_candidate=3)
+        emb(input_ids=rows)
+
+
+# -- the loss and the metric ----------------------------------------------------------------------
+def hand_label_logits(model, obj, split, z):
+    """Label-word logits per example: the full model, one unpadded example at a time, hook on."""
+    P = obj.projection.prompts(z)
+    label_ids = obj.label_ids.numpy()
+    out = []
+    with torch.no_grad(), PromptInjector(embedding_module(model)) as inj:
+        inj.set(P)
+        for ids, mpos in zip(split.input_ids, split.mask_positions):
+            logits = model(input_ids=torch.as_tensor(ids)[None]).logits[0, mpos]  # (V,)
+            out.append(logits.double().numpy()[label_ids])
+    return np.array(out)
+
+
+def test_loss_is_cross_entropy_over_label_words_at_mask(model, tok, train):
+    obj = make_objective(model, tok, train)
+    Z = population(3)
+    got = obj.losses(Z)
+    assert got.dtype == np.float64 and got.shape == (3,)
+    for c in range(3):
+        L = hand_label_logits(model, obj, train, Z[c])
+        logp = L - L.max(1, keepdims=True)
+        logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))  # softmax over the label words only
+        expect = -np.mean(logp[np.arange(len(train)), train.labels])
+        assert got[c] == pytest.approx(expect, rel=1e-5)
+    # the prompt matters: different candidates, different losses
+    assert np.ptp(got) > 1e-3
+
+
+def test_f1_and_accuracy_match_hand_computation(model, tok, train):
+    assert f1_score([1, 1, 0, 0, 1], [1, 0, 1, 0, 1]) == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    assert f1_score([0, 0], [0, 0]) == 0.0  # no positives at all: defined as 0
+    assert f1_score([1, 0], [1, 0]) == 1.0
+    z = population(1, seed=5)[0]
+    pred = hand_label_logits(model, make_objective(model, tok, train), train, z).argmax(1)
+    y = train.labels
+    tp, fp, fn = np.sum((pred == 1) & (y == 1)), np.sum((pred == 1) & (y == 0)), np.sum((pred == 0) & (y == 1))
+    f1 = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else 0.0
+    assert make_objective(model, tok, train, metric="f1").evaluate(z) == pytest.approx(f1)
+    assert make_objective(model, tok, train).evaluate(z, train) == pytest.approx(np.mean(pred == y))
+    # predictions come back in the split's order even though examples are processed sorted by length
+    p, t = make_objective(model, tok, train, chunk_rows=5).predict(z)
+    assert np.array_equal(p, pred) and np.array_equal(t, y)
+
+
+@pytest.mark.parametrize("chunk_rows, example_block", [
+    (1, None),     # one row per forward
+    (7, None),     # candidate-major rows: chunks split a candidate's 16 examples and mix candidates
+    (16, None),    # one candidate per forward
+    (40, None),    # 2.5 candidates per forward
+    (1000, None),  # the whole population in one forward
+    (9, 5),        # length-blocked row order, chunks crossing blocks
+    (None, 8),     # the defaults
+])
+def test_batched_equals_per_candidate_loop(model, tok, train, chunk_rows, example_block):
+    Z = population(7, seed=2)
+    obj = make_objective(model, tok, train, chunk_rows=chunk_rows, example_block=example_block)
+    batched, loop = obj.losses(Z), obj.loss_loop(Z)
+    np.testing.assert_allclose(batched, loop, rtol=1e-5)
+    reference = make_objective(model, tok, train, chunk_rows=16).loss_loop(Z)
+    np.testing.assert_allclose(batched, reference, rtol=1e-5)
+    assert obj.n_evaluations == 14 and obj.n_calls == 2
+
+
+def test_objective_accepts_torch_and_rejects_bad_shapes(model, tok, train):
+    obj = make_objective(model, tok, train)
+    Z = population(2)
+    np.testing.assert_allclose(obj.losses(torch.as_tensor(Z)), obj.losses(Z), rtol=1e-6)
+    np.testing.assert_allclose(obj(Z), obj.losses(Z), rtol=0)
+    with pytest.raises(ValueError, match="shape"):
+        obj.losses(np.zeros((2, D_Z + 1)))
+    with pytest.raises(ValueError, match="non-finite"):
+        obj.losses(np.full((1, D_Z), np.nan))
+
+
+# -- loading --------------------------------------------------------------------------------------
+def test_missing_backbone_raises_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    name = "sabo-bench-test/no-such-roberta"
+    with pytest.raises(BackboneUnavailable) as err:
+        load_backbone(name, device="cpu")
+    msg = str(err.value)
+    assert isinstance(err.value, RuntimeError)
+    assert name in msg and "HF_HOME" in msg and "local directory" in msg
+
+
+def test_load_backbone_from_local_directory_offline(tmp_path, monkeypatch, tok):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    m = tiny_model(seed=7)
+    m.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    loaded, loaded_tok = load_backbone(str(tmp_path / "tiny"), device="cpu")
+    assert not loaded.training
+    assert torch.equal(loaded.get_input_embeddings().weight, m.get_input_embeddings().weight)
+    assert loaded_tok.encode("a great film") == tok.encode("a great film")
+
+
+def test_roberta_large_shape_config():
+    cfg = roberta_large_config()
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size,
+            cfg.vocab_size, cfg.max_position_embeddings, cfg.type_vocab_size, cfg.pad_token_id) == \
+        (1024, 24, 16, 4096, 50265, 514, 1, 1)
+    small = random_backbone(roberta_large_config(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                 intermediate_size=32, vocab_size=100), "cpu")
+    assert not small.training and small.roberta.embeddings.word_embeddings.weight.shape == (100, 16)
+
+
+# -- end to end -----------------------------------------------------------------------------------
+def test_sabo_lowers_the_training_loss(model, tok, train):
+    """15 SABO iterations (2 x 10 evaluations each) from z = 0 lower F by well over the margin.
+
+    Seeds 0-3 measured: F(0) = 1.50 -> F(mu_15) = 0.71-0.79 with lr = 0.5; the margin 0.3 is
+    less than half the observed drop.
+    """
+    d = 20
+    obj = PromptObjective(model, tok, train, None, LABEL_WORDS, PromptProjection.from_model(model, d, seed=0))
+    f0 = obj.losses(np.zeros((1, d)))[0]
+    opt = sabo.SABO(np.zeros(d), sigma0=1.0, popsize=10, lr=0.5, rho=0.1, seed=0)
+    while opt.nit < 15:
+        X = opt.ask()
+        opt.tell(X, obj(X))
+    f_final = obj.losses(opt.mean[None])[0]
+    assert f_final < f0 - 0.3, (f0, f_final)
+    assert obj.evaluate(opt.mean) >= obj.evaluate(np.zeros(d))
