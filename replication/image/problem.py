@@ -1,0 +1,85 @@
+"""The noisy-label classification problem in the form the run engine expects.
+
+:class:`ImageProblem` implements :class:`replication.problem.Problem`: ``x0`` (the paper's
+mu_0 = 0), ``objective`` (:class:`~replication.image.objective.MiniBatchObjective`: one fresh
+batch per ask), ``metrics`` at the current mean (clean test accuracy and loss, full training
+loss on the noisy labels; computed on whole sets, so they never draw a batch and never
+disturb the sampler), and ``get_state``/``set_state`` (the batch sampler).
+
+:meth:`ImageProblem.from_dataset` assembles it from a :class:`~replication.image.data.Dataset`:
+label noise on the training labels, the cached UMAP embedding, the projection P and the
+features phi = u P. Which seeds a study passes for each part (noise, UMAP, P, batches) is the
+study's decision, not made here.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .objective import DEFAULT_BATCH_SIZE, MiniBatchObjective, _check_data, _mean_ce, predict
+
+__all__ = ["ImageProblem"]
+
+
+class ImageProblem:
+    """Linear classifier trained by a black-box optimizer on (possibly noisy) training labels.
+
+    Parameters
+    ----------
+    train_features, train_labels : the training set the objective sees (labels as observed).
+    test_features, test_labels : the clean test set, for metrics only.
+    batch_size, batch_seed : the mini-batch sampler (see :class:`MiniBatchObjective`).
+    n_classes : int
+    info : dict, optional
+        Free-form description (noise rate, seeds, cache key...), kept as ``problem.info``.
+    """
+
+    def __init__(self, train_features, train_labels, test_features, test_labels, *,
+                 batch_size: int = DEFAULT_BATCH_SIZE, batch_seed=0, n_classes: int = 10, info=None):
+        self._objective = MiniBatchObjective(train_features, train_labels, batch_size, batch_seed, n_classes=n_classes)
+        self._test_phi, self._test_y = _check_data(test_features, test_labels, n_classes)
+        if self._test_phi.shape[1] != self._objective.d_tilde:
+            raise ValueError(f"test features have {self._test_phi.shape[1]} columns, training features "
+                             f"{self._objective.d_tilde}")
+        self.n_classes = n_classes
+        self.dim = self._objective.dim
+        self.x0 = np.zeros(self.dim)  # the paper: mu_0 = 0
+        self.info = dict(info or {})
+
+    @property
+    def minibatch(self) -> MiniBatchObjective:
+        return self._objective
+
+    def objective(self, X: np.ndarray) -> np.ndarray:
+        return self._objective(X)
+
+    def metrics(self, mean: np.ndarray) -> dict[str, float]:
+        w = np.asarray(mean, dtype=np.float64)[None, :]
+        return {
+            "test_accuracy": float(np.mean(predict(w[0], self._test_phi, n_classes=self.n_classes) == self._test_y)),
+            "test_loss": float(_mean_ce(w, self._test_phi, self._test_y, self.n_classes)[0]),
+            "train_loss": float(self._objective.full_loss(w)[0]),
+        }
+
+    def get_state(self):
+        return self._objective.get_state()
+
+    def set_state(self, state) -> None:
+        self._objective.set_state(state)
+
+    @classmethod
+    def from_dataset(cls, dataset, *, d_tilde: int, noise_rate: float, noise_seed: int, projection_seed: int,
+                     umap_seed: int = 0, n_components: int = 8, batch_size: int = DEFAULT_BATCH_SIZE,
+                     batch_seed: int = 0, cache_dir=None, embedding=None) -> "ImageProblem":
+        """Noise -> UMAP (cached) -> P -> phi; ``embedding`` skips the UMAP step when given."""
+        from .features import project, projection, umap_embedding
+        from .noise import symmetric_label_noise
+
+        noisy, flipped = symmetric_label_noise(dataset.train_y, noise_rate, n_classes=dataset.n_classes,
+                                               seed=noise_seed)
+        if embedding is None:
+            embedding = umap_embedding(dataset, n_components=n_components, seed=umap_seed, cache_dir=cache_dir)
+        P = projection(d_tilde, projection_seed, n_components=embedding.train.shape[1])
+        info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate),
+                "flipped": int(flipped.sum()), "umap_key": embedding.key, "d_tilde": int(d_tilde)}
+        return cls(project(embedding.train, P), noisy, project(embedding.test, P), dataset.test_y,
+                   batch_size=batch_size, batch_seed=batch_seed, n_classes=dataset.n_classes, info=info)
