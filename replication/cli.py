@@ -2,6 +2,7 @@
 
 Typical use (from the repository root, where params.yaml lives):
 
+    sabo-bench prepare image                         # data and cached features, where a study has them
     sabo-bench run synthetic --workers 2            # every run of the active profile
     sabo-bench run synthetic --profile quick         # the < 5 minute preview
     sabo-bench run-one synthetic --setting d200_N50 --function levy --method sabo --seed 0
@@ -144,6 +145,16 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_prepare(args) -> int:
+    study = get_study(args.study)
+    if not hasattr(study, "prepare"):
+        print(f"study {args.study!r} needs no data preparation")
+        return 0
+    for line in study.prepare(load_params(args.params, args.study, args.profile)):
+        print(line)
+    return 0
+
+
 def cmd_report(args) -> int:
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
@@ -200,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.add_argument("--summary", action="store_true", help="only the counts per status")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("prepare", help="prepare a study's data (e.g. the image study's cached UMAP features)")
+    add_common(p, selection=False)
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("report", help="regenerate a study's tables, figures and claim verdicts from its records")
     add_common(p, selection=False)

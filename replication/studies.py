@@ -4,13 +4,14 @@
   from its section of ``params.yaml`` (the active profile is ``params[study]["profile"]``);
 * ``make_problem(config) -> Problem``;
 * ``cost(config) -> float``, a rough relative cost used to start long runs first;
-* ``report(params, records, out_dir) -> dict`` writing its tables and figures.
+* ``report(params, records, out_dir) -> dict`` writing its tables and figures;
+* optionally ``prepare(params) -> list[str]``: data preparation (``sabo-bench prepare``).
 """
 from __future__ import annotations
 
 import importlib
 
-STUDIES = {"synthetic": "replication.synthetic.study"}
+STUDIES = {"synthetic": "replication.synthetic.study", "image": "replication.image.study"}
 
 
 def get_study(name: str):

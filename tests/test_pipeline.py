@@ -33,3 +33,12 @@ def test_reduced_profiles_only_name_known_settings():
     params = load("params.yaml")["synthetic"]
     for name, profile in params["profiles"].items():
         assert set(profile["iterations"]) <= set(params["settings"]), name
+
+
+def test_image_matrix_covers_every_dimension_and_method():
+    dvc, params = load("dvc.yaml"), load("params.yaml")["image"]
+    matrix = dvc["stages"]["image"]["matrix"]
+    assert sorted(matrix["setting"]) == sorted(params["dims"])
+    assert sorted(matrix["method"]) == sorted(params["methods"])
+    assert "image.methods.${item.method}" in dvc["stages"]["image"]["params"]
+    assert "data/umap" in dvc["stages"]["image"]["deps"]

@@ -34,9 +34,11 @@ class ImageProblem:
     """
 
     def __init__(self, train_features, train_labels, test_features, test_labels, *,
-                 batch_size: int = DEFAULT_BATCH_SIZE, batch_seed=0, n_classes: int = 10, info=None):
+                 batch_size: int = DEFAULT_BATCH_SIZE, batch_seed=0, n_classes: int = 10, info=None,
+                 val_features=None, val_labels=None):
         self._objective = MiniBatchObjective(train_features, train_labels, batch_size, batch_seed, n_classes=n_classes)
         self._test_phi, self._test_y = _check_data(test_features, test_labels, n_classes)
+        self._val = None if val_features is None else _check_data(val_features, val_labels, n_classes)
         if self._test_phi.shape[1] != self._objective.d_tilde:
             raise ValueError(f"test features have {self._test_phi.shape[1]} columns, training features "
                              f"{self._objective.d_tilde}")
@@ -54,11 +56,15 @@ class ImageProblem:
 
     def metrics(self, mean: np.ndarray) -> dict[str, float]:
         w = np.asarray(mean, dtype=np.float64)[None, :]
-        return {
+        out = {
             "test_accuracy": float(np.mean(predict(w[0], self._test_phi, n_classes=self.n_classes) == self._test_y)),
             "test_loss": float(_mean_ce(w, self._test_phi, self._test_y, self.n_classes)[0]),
             "train_loss": float(self._objective.full_loss(w)[0]),
         }
+        if self._val is not None:  # held out from the (noisy) training data: for model selection
+            phi, y = self._val
+            out["val_accuracy"] = float(np.mean(predict(w[0], phi, n_classes=self.n_classes) == y))
+        return out
 
     def get_state(self):
         return self._objective.get_state()
@@ -69,8 +75,14 @@ class ImageProblem:
     @classmethod
     def from_dataset(cls, dataset, *, d_tilde: int, noise_rate: float, noise_seed: int, projection_seed: int,
                      umap_seed: int = 0, n_components: int = 8, batch_size: int = DEFAULT_BATCH_SIZE,
-                     batch_seed: int = 0, cache_dir=None, embedding=None) -> "ImageProblem":
-        """Noise -> UMAP (cached) -> P -> phi; ``embedding`` skips the UMAP step when given."""
+                     batch_seed: int = 0, cache_dir=None, embedding=None, validation_fraction: float = 0.0,
+                     split_seed: int = 0) -> "ImageProblem":
+        """Noise -> UMAP (cached) -> P -> phi; ``embedding`` skips the UMAP step when given.
+
+        ``validation_fraction`` > 0 holds out that share of the (noisy) training set, drawn by
+        ``split_seed``, as a validation set for hyperparameter selection (``val_accuracy``);
+        the objective then sees only the rest.
+        """
         from .features import project, projection, umap_embedding
         from .noise import symmetric_label_noise
 
@@ -81,5 +93,13 @@ class ImageProblem:
         P = projection(d_tilde, projection_seed, n_components=embedding.train.shape[1])
         info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate),
                 "flipped": int(flipped.sum()), "umap_key": embedding.key, "d_tilde": int(d_tilde)}
-        return cls(project(embedding.train, P), noisy, project(embedding.test, P), dataset.test_y,
-                   batch_size=batch_size, batch_seed=batch_seed, n_classes=dataset.n_classes, info=info)
+        train_phi = project(embedding.train, P)
+        if not 0.0 <= validation_fraction < 1.0:
+            raise ValueError(f"validation_fraction must lie in [0, 1) (got {validation_fraction!r})")
+        n_val = int(round(validation_fraction * noisy.size))
+        order = np.random.default_rng([split_seed, 0x56414C]).permutation(noisy.size)
+        val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+        info.update(n_train=int(train.size), n_val=int(val.size))
+        return cls(train_phi[train], noisy[train], project(embedding.test, P), dataset.test_y,
+                   batch_size=batch_size, batch_seed=batch_seed, n_classes=dataset.n_classes, info=info,
+                   val_features=train_phi[val] if n_val else None, val_labels=noisy[val] if n_val else None)
