@@ -112,7 +112,10 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         problem.set_state(state["problem"])
         started = state["started"]
     else:
-        opt = baselines.make(config.method, x0=problem.x0, seed=config.optimizer_seed(), **config.params)
+        params = dict(config.params)
+        # a study may run one optimizer under several labels (e.g. a variant with another grid)
+        optimizer = params.pop("optimizer", config.method)
+        opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params)
         curve, elapsed, resumes = Curve(max_iter), 0.0, 0
         curve.add(0, 0, opt.f_best, problem.metrics(opt.mean))
 

@@ -15,6 +15,7 @@ METHOD_STYLE = {
     "bes": ("BES", "tab:green"),
     "cmaes": ("CMA-ES", "tab:purple"),
     "mmes": ("MMES", "tab:orange"),
+    "sabo_small_rho": ("SABO, rho <= 1 (deviation)", "tab:brown"),
 }
 
 

@@ -19,7 +19,8 @@ def tiny_params():
     p["profiles"]["tiny"] = {"seeds": [0, 1], "iterations": 8, "noise_rates": [0.0, 0.4], "dims": ["d100"]}
     p["profile"] = "tiny"
     p["dims"] = {"d100": 4, "d1000": 100}
-    p["methods"] = {"sabo": {"lr": [0.5], "rho": [1.0, 100.0]}, "ingo": {"lr": [0.5]}, "cmaes": {}}
+    p["methods"] = {"sabo": {"lr": [0.5], "rho": [1.0, 100.0]}, "ingo": {"lr": [0.5]}, "cmaes": {},
+                    "sabo_variant": {"optimizer": "sabo", "lr": [0.5], "rho": [0.5]}}
     return params
 
 
@@ -39,7 +40,8 @@ def test_full_profile_has_the_papers_grid():
     assert {len(v) for k, v in per_cell.items() if k[2] == "sabo"} == {16}
     assert {len(v) for k, v in per_cell.items() if k[2] == "bes"} == {12}
     assert {len(v) for k, v in per_cell.items() if k[2] == "ingo"} == {4}
-    assert len(cfgs) == 2 * 5 * (1 + 1 + 12 + 4 + 16) * 3
+    assert {len(v) for k, v in per_cell.items() if k[2] == "sabo_small_rho"} == {12}
+    assert len(cfgs) == 2 * 5 * (1 + 1 + 12 + 4 + 16 + 12) * 3
     assert all(c.problem["name"] == "digits_stand_in" for c in cfgs)  # the offline default
 
 
@@ -58,7 +60,10 @@ def test_stand_in_study_end_to_end(tmp_path, monkeypatch):
     assert main(["prepare", "image", "--params", str(params_file)]) == 0
     assert main(["run", "image", *common, "--workers", "2", "--no-track", "--quiet"]) == 0
     records = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "image").rglob("*.json")]
-    assert len(records) == 2 * (2 + 1 + 1) * 2
+    assert len(records) == 2 * (2 + 1 + 1 + 1) * 2
+    variant = [r for r in records if r["config"]["method"] == "sabo_variant"]
+    assert len(variant) == 4 and all(r["result"]["evals_per_iteration"] == 2 * 100 for r in variant)
+    assert all("safeguard_perturbation" in r["result"]["stats"] for r in variant)  # it ran SABO
     for r in records:
         final = r["result"]["final"]
         assert 0.0 <= final["test_accuracy"] <= 1.0 and 0.0 <= final["val_accuracy"] <= 1.0
@@ -69,4 +74,4 @@ def test_stand_in_study_end_to_end(tmp_path, monkeypatch):
     assert "digits stand-in for Fashion-MNIST" in md and "paper 76.68" in md
     assert (out / "figures" / "noisy_labels.png").exists()
     claims = json.loads((out / "noisy_labels_claims.json").read_text())
-    assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 3
+    assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 4

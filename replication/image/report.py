@@ -52,51 +52,58 @@ def select(cell: dict, by: str) -> dict:
 
 
 class Context:
-    def __init__(self, selected: dict, settings, noise_rates, methods):
-        self.selected, self.settings, self.noise_rates, self.methods = selected, settings, noise_rates, methods
+    def __init__(self, selected: dict, settings, noise_rates):
+        self.selected, self.settings, self.noise_rates = selected, settings, noise_rates
 
-    def columns(self):
+    def columns(self, methods):
         return [(s, r) for s in self.settings for r in self.noise_rates
-                if all((s, r, m) in self.selected for m in self.methods)]
+                if all((s, r, m) in self.selected for m in methods)]
 
-    def winner(self, s, r):
-        return max(self.methods, key=lambda m: self.selected[(s, r, m)]["mean"])
+    def winner(self, s, r, methods):
+        return max(methods, key=lambda m: self.selected[(s, r, m)]["mean"])
 
 
-def _best_cells(check, ctx, columns):
+def _contest(check, ctx, min_noise=0.0):
+    """Cells (with every contestant run) where ``check['method']`` beats ``check['against']``."""
     m = check["method"]
-    wins = [(s, r) for s, r in columns if ctx.winner(s, r) == m]
-    losses = [f"{s} noise {r:.0%} (best: {figures.method_label(ctx.winner(s, r))})" for s, r in columns if (s, r) not in wins]
-    return wins, losses
+    contestants = [m, *check["against"]]
+    columns = [(s, r) for s, r in ctx.columns(contestants) if r >= min_noise]
+    wins = [(s, r) for s, r in columns if ctx.winner(s, r, contestants) == m]
+    losses = [f"{s} noise {r:.0%} (best: {figures.method_label(ctx.winner(s, r, contestants))})"
+              for s, r in columns if (s, r) not in wins]
+    return columns, wins, losses
+
+
+def _names(check) -> tuple[str, str]:
+    return figures.method_label(check["method"]), ", ".join(figures.method_label(b) for b in check["against"])
 
 
 def check_best_everywhere(check, ctx):
-    op = f"{figures.method_label(check['method'])}'s selected mean test accuracy is the highest in every (d, noise) cell"
-    columns = ctx.columns()
+    me, them = _names(check)
+    op = f"{me}'s selected mean test accuracy above {them} in every (d, noise) cell"
+    columns, wins, losses = _contest(check, ctx)
     if not columns:
         return NOT_RUN, op, "no complete cell"
-    wins, losses = _best_cells(check, ctx, columns)
     meas = f"best in {len(wins)}/{len(columns)} cells" + (f"; not in: {', '.join(losses)}" if losses else "")
     return (REPRODUCED if not losses else NOT_REPRODUCED), op, meas
 
 
 def check_best_share(check, ctx):
     need = check["min_fraction"]
-    op = f"{figures.method_label(check['method'])} best in >= {need:.0%} of the (d, noise) cells"
-    columns = ctx.columns()
+    me, them = _names(check)
+    op = f"{me} above {them} in >= {need:.0%} of the (d, noise) cells"
+    columns, wins, _ = _contest(check, ctx)
     if not columns:
         return NOT_RUN, op, "no complete cell"
-    wins, _ = _best_cells(check, ctx, columns)
     return (REPRODUCED if len(wins) / len(columns) >= need else NOT_REPRODUCED), op, f"best in {len(wins)}/{len(columns)} cells"
 
 
 def check_above_at_high_noise(check, ctx):
-    m, lo = check["method"], check["min_noise"]
-    op = f"{figures.method_label(m)} above every baseline at noise rates >= {lo:.0%}"
-    columns = [(s, r) for s, r in ctx.columns() if r >= lo]
+    me, them = _names(check)
+    op = f"{me} above {them} at noise rates >= {check['min_noise']:.0%}"
+    columns, wins, losses = _contest(check, ctx, check["min_noise"])
     if not columns:
         return NOT_RUN, op, "no complete cell at such noise rates"
-    wins, losses = _best_cells(check, ctx, columns)
     meas = f"best in {len(wins)}/{len(columns)} cells" + (f"; not in: {', '.join(losses)}" if losses else "")
     return (REPRODUCED if not losses else NOT_REPRODUCED), op, meas
 
@@ -162,7 +169,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
         for s in settings:
             tracker.log_setting_artifacts("image", s, [fig_path])
 
-    verdicts = evaluate(load_claims(CLAIMS_FILE), CHECKERS, Context(selected, settings, noise_rates, methods))
+    verdicts = evaluate(load_claims(CLAIMS_FILE), CHECKERS, Context(selected, settings, noise_rates))
     counts = defaultdict(int)
     for v in verdicts:
         counts[v.verdict] += 1

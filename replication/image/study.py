@@ -7,6 +7,11 @@ a linear classifier with d = 10 d~ weights, trained by one optimizer on the mini
 cross-entropy (one fresh batch per ask). Recorded: clean test accuracy, validation accuracy
 (noisy labels) and training loss of the mean on the log-spaced grid.
 
+A method entry of ``params.yaml`` may run a registered optimizer under another label
+(``optimizer: sabo``): ``sabo_small_rho`` is SABO on a rho grid below the paper's, a
+labelled deviation added because the paper's grid (rho >= 100) makes the closed-form
+perturbation move the mean ~sqrt(2) rho standard deviations.
+
 Choices the paper leaves open, all in ``params.yaml`` and in every config: T, the validation
 share and the selection rule (best mean validation accuracy over seeds; best-on-test is a
 separately labelled diagnostic), the stand-in's batch size, the UMAP seed and settings, and
@@ -72,8 +77,10 @@ def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=
             for method, grid in p["methods"].items():
                 if methods is not None and method not in methods:
                     continue
-                for hp in expand_grid(grid or {}):
-                    opt_params = {"sigma0": float(p["sigma0"]), "popsize": int(p["popsize"]), **hp}
+                grid = dict(grid or {})
+                label_params = {"optimizer": grid.pop("optimizer")} if "optimizer" in grid else {}
+                for hp in expand_grid(grid):
+                    opt_params = {"sigma0": float(p["sigma0"]), "popsize": int(p["popsize"]), **label_params, **hp}
                     for seed in prof["seeds"]:
                         if seeds is not None and seed not in seeds:
                             continue
