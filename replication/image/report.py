@@ -26,7 +26,7 @@ PAPER_FILE = HERE / "paper_table3.yaml"
 
 
 def _hp_label(params: dict) -> str:
-    hp = {k: v for k, v in params.items() if k not in ("sigma0", "popsize")}
+    hp = {k: v for k, v in params.items() if k not in ("sigma0", "popsize", "optimizer")}
     return ", ".join(f"{k}={v}" for k, v in sorted(hp.items())) or "defaults"
 
 
@@ -129,8 +129,8 @@ def _table(selected, paper, setting, noise_rates, methods, with_paper: bool) -> 
 
 
 def plot(selected, settings, dims, noise_rates, methods, dataset_label, path) -> None:
-    fig, axes = figures.new_figure(len(settings), f"Noisy labels, {dataset_label}: clean test accuracy "
-                                                  "(selected on validation; mean ± std over seeds)")
+    fig, axes = figures.new_figure(len(settings), f"Noisy labels, {dataset_label}\n"
+                                                  "clean test accuracy, selected on validation, mean ± std over seeds")
     for ax, setting in zip(axes, settings):
         for m in methods:
             pts = [(r, selected[(setting, r, m)]) for r in noise_rates if (setting, r, m) in selected]
