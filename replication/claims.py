@@ -61,6 +61,14 @@ def evaluate(claims: list[dict], checkers: dict, context) -> list[Verdict]:
     return out
 
 
+def count_line(verdicts: list[Verdict]) -> str:
+    """E.g. '7 reproduced, 4 not reproduced.'"""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + "."
+
+
 def render_markdown(verdicts: list[Verdict]) -> str:
     lines = ["| claim | paper | checked as | measured | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:

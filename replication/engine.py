@@ -88,6 +88,16 @@ def versions() -> dict:
     return out
 
 
+def provenance_summary(records: list[dict]) -> str:
+    """One sentence for a report: the commits that produced ``records``, when, and their summed run time."""
+    revisions = sorted({str(r["provenance"]["git_revision"]) for r in records})
+    finished = sorted(r["provenance"]["finished_utc"] for r in records)
+    minutes = sum(r["provenance"]["wall_time_s"] for r in records) / 60.0
+    commits = ", ".join(f"`{r}`" for r in revisions) or "none"
+    span = f"{finished[0]} to {finished[-1]}" if finished else "-"
+    return f"Produced by commit(s) {commits}; runs finished {span}; summed run time {minutes:.1f} min."
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

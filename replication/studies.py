@@ -18,3 +18,12 @@ def get_study(name: str):
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; available: {sorted(STUDIES)}")
     return importlib.import_module(STUDIES[name])
+
+
+def active_profile(params: dict, study: str) -> tuple[str, dict]:
+    """(name, settings) of the profile selected by ``params[study]["profile"]``."""
+    p = params[study]
+    name = p["profile"]
+    if name not in p["profiles"]:
+        raise ValueError(f"{study}.profile must be one of {sorted(p['profiles'])} (got {name!r})")
+    return name, p["profiles"][name]

@@ -104,7 +104,7 @@ class Tracker:
 
     def log_record(self, record: dict) -> bool:
         """Log one run record; returns False if it was already logged."""
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Metric, Param
 
         config = RunConfig.from_dict(record["config"])
         with self._locked():

@@ -27,6 +27,7 @@ import os
 
 import sabo
 from replication.config import RunConfig
+from replication.studies import active_profile
 
 STUDY = "image"
 UMAP_CACHE_ENV = "SABO_BENCH_UMAP_CACHE"
@@ -44,14 +45,6 @@ def expand_grid(grid: dict) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*axes)]
 
 
-def profile(params: dict) -> tuple[str, dict]:
-    p = params[STUDY]
-    name = p["profile"]
-    if name not in p["profiles"]:
-        raise ValueError(f"{STUDY}.profile must be one of {sorted(p['profiles'])} (got {name!r})")
-    return name, p["profiles"][name]
-
-
 def dataset_spec(p: dict) -> dict:
     name = p["dataset"]
     if name == "fashion_mnist":
@@ -62,7 +55,7 @@ def dataset_spec(p: dict) -> dict:
 def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
     """Every run of the active profile: dims x noise rates x methods x hyperparameter grid x seeds."""
     p = params[STUDY]
-    _, prof = profile(params)
+    _, prof = active_profile(params, STUDY)
     data = dataset_spec(p)
     if functions is not None and data["name"] not in functions:
         return []

@@ -15,6 +15,7 @@ import numpy as np
 
 import sabo
 from replication.config import RunConfig
+from replication.studies import active_profile
 from replication.problems.synthetic import FUNCTIONS
 
 STUDY = "synthetic"
@@ -49,18 +50,10 @@ def _substitute_horizon(value, T: int):
     return T if value == "T" else value
 
 
-def profile(params: dict) -> tuple[str, dict]:
-    p = params[STUDY]
-    name = p["profile"]
-    if name not in p["profiles"]:
-        raise ValueError(f"{STUDY}.profile must be one of {sorted(p['profiles'])} (got {name!r})")
-    return name, p["profiles"][name]
-
-
 def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
     """All runs of the active profile, optionally narrowed to some settings/methods/seeds/functions."""
     p = params[STUDY]
-    _, prof = profile(params)
+    _, prof = active_profile(params, STUDY)
     horizons = p["profiles"]["full"]["iterations"]
     out = []
     for setting, T in prof["iterations"].items():
