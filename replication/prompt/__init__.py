@@ -16,12 +16,23 @@ Modules (``torch`` and ``transformers`` are needed; this package is not imported
   forward hook that adds a population of prompts (:class:`PromptInjector`).
 - :mod:`replication.prompt.objective` -- encoding (:func:`encode_template`, :func:`encode_ids`,
   :func:`label_word_ids`) and the batched objective (:class:`PromptObjective`).
+- :mod:`replication.prompt.tasks` -- the six tasks as data: datasets, templates, label words.
+- :mod:`replication.prompt.data` -- BBT's few-shot splits and the data-preparation step that
+  writes them to local files (:func:`prepare_task`), with a clear offline error.
 
 The names below are imported lazily so that ``import replication.prompt`` stays cheap.
 """
 from __future__ import annotations
 
 _EXPORTS = {
+    "Task": "tasks",
+    "TASKS": "tasks",
+    "get_task": "tasks",
+    "few_shot_split": "data",
+    "prepare_task": "data",
+    "read_split": "data",
+    "load_task_split": "data",
+    "TaskDataUnavailable": "data",
     "BackboneUnavailable": "model",
     "load_backbone": "model",
     "random_backbone": "model",
