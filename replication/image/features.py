@@ -40,16 +40,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sabo.validation import check_int
+
 __all__ = ["Embedding", "umap_embedding", "projection", "project", "default_cache_dir", "embedding_key"]
 
 CACHE_FORMAT = 1
 PROJECTION_SEED_TAG = 0x5052  # "PR": keeps P's stream apart from others seeded with the same integer
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
-    return int(value)
 
 
 def default_cache_dir() -> Path:
@@ -166,9 +162,9 @@ def umap_embedding(dataset, n_components: int = 8, seed: int = 0, cache_dir=None
     """
     from replication.storage import atomic_write_bytes
 
-    n_components = _check_int("n_components", n_components, 1)
-    seed = _check_int("seed", seed, 0)
-    n_neighbors = _check_int("n_neighbors", n_neighbors, 2)
+    n_components = check_int("n_components", n_components, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    n_neighbors = check_int("n_neighbors", n_neighbors, minimum=2)
     if isinstance(min_dist, bool) or not isinstance(min_dist, numbers.Real) or not 0.0 <= min_dist:
         raise ValueError(f"min_dist must be a real number >= 0 (got {min_dist!r})")
     if n_components >= dataset.n_features:
@@ -208,9 +204,9 @@ def projection(d_tilde: int, seed: int, n_components: int = 8) -> np.ndarray:
     paper says only "a fixed randomly initialized matrix"; the variance 1/k is our choice (see
     the module docstring). Same ``(d_tilde, seed, k)``, same P.
     """
-    d_tilde = _check_int("d_tilde", d_tilde, 1)
-    seed = _check_int("seed", seed, 0)
-    k = _check_int("n_components", n_components, 1)
+    d_tilde = check_int("d_tilde", d_tilde, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    k = check_int("n_components", n_components, minimum=1)
     rng = np.random.default_rng([seed, PROJECTION_SEED_TAG])
     return rng.standard_normal((k, d_tilde)) / np.sqrt(k)
 

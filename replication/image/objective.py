@@ -23,9 +23,10 @@ update round; one call is one round).
 from __future__ import annotations
 
 import copy
-import numbers
 
 import numpy as np
+
+from sabo.validation import check_int
 
 __all__ = ["population_losses", "MiniBatchObjective", "accuracy", "predict", "DEFAULT_BATCH_SIZE"]
 
@@ -34,12 +35,6 @@ BATCH_SEED_TAG = 0x4D42  # "MB": keeps the sampler's stream apart from others se
 # Upper bound on the logits held at once (n candidates x rows x K); larger problems are cut into
 # row chunks. 2**22 float64 = 32 MiB per temporary; the paper's ask (100 x 2048 x 10) is one chunk.
 MAX_LOGITS = 2**22
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
-    return int(value)
 
 
 def _check_data(features, labels, n_classes) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +104,7 @@ def population_losses(W, features, labels, *, n_classes: int = 10) -> np.ndarray
     only when n m K exceeds :data:`MAX_LOGITS`). Non-finite weights give non-finite losses; the
     optimizer's ``nonfinite`` policy decides what happens to them.
     """
-    n_classes = _check_int("n_classes", n_classes, 2)
+    n_classes = check_int("n_classes", n_classes, minimum=2)
     phi, y = _check_data(features, labels, n_classes)
     X = _check_population(W, n_classes * phi.shape[1], "W")
     return _mean_ce(X, phi, y, n_classes)
@@ -145,16 +140,16 @@ class MiniBatchObjective:
     """
 
     def __init__(self, features, labels, batch_size: int = DEFAULT_BATCH_SIZE, seed=0, *, n_classes: int = 10):
-        self.n_classes = _check_int("n_classes", n_classes, 2)
+        self.n_classes = check_int("n_classes", n_classes, minimum=2)
         self.features, self.labels = _check_data(features, labels, self.n_classes)
         self.n_examples, self.d_tilde = self.features.shape
         self.dim = self.n_classes * self.d_tilde
-        self.batch_size_requested = _check_int("batch_size", batch_size, 1)
+        self.batch_size_requested = check_int("batch_size", batch_size, minimum=1)
         self.batch_size = min(self.batch_size_requested, self.n_examples)
         if isinstance(seed, np.random.Generator):
             self._rng = seed
         else:
-            seed = _check_int("seed", seed, 0)
+            seed = check_int("seed", seed, minimum=0)
             self._rng = np.random.default_rng([seed, BATCH_SEED_TAG])
         self.n_calls = 0
         self.last_batch: np.ndarray | None = None
@@ -199,7 +194,7 @@ class MiniBatchObjective:
 
 def predict(w, features, *, n_classes: int = 10) -> np.ndarray:
     """Predicted classes argmax_k (W phi_i)_k of one parameter vector (ties: the lowest class)."""
-    n_classes = _check_int("n_classes", n_classes, 2)
+    n_classes = check_int("n_classes", n_classes, minimum=2)
     phi = np.asarray(features, dtype=np.float64)
     if phi.ndim != 2:
         raise ValueError(f"features must be 2-D (m, d~) (got shape {phi.shape})")
@@ -211,6 +206,6 @@ def predict(w, features, *, n_classes: int = 10) -> np.ndarray:
 
 def accuracy(w, features, labels, *, n_classes: int = 10) -> float:
     """Fraction of examples whose label is the predicted class (e.g. clean test accuracy of the mean)."""
-    n_classes = _check_int("n_classes", n_classes, 2)
+    n_classes = check_int("n_classes", n_classes, minimum=2)
     phi, y = _check_data(features, labels, n_classes)
     return float(np.mean(predict(w, phi, n_classes=n_classes) == y))

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from replication.storage import atomic_write_bytes
+from sabo.validation import check_int
 
 from .tasks import Task, get_task
 
@@ -50,14 +51,6 @@ class FewShotIndices(NamedTuple):
     dev: list[int]
 
 
-def _check_int(name, value, minimum):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return int(value)
-
-
 def few_shot_split(examples, labels, *, k: int = DEFAULT_K, seed: int, classes=None) -> FewShotIndices:
     """BBT's few-shot train/dev selection: shuffle with ``seed``, first k per class -> train, next k -> dev.
 
@@ -70,8 +63,8 @@ def few_shot_split(examples, labels, *, k: int = DEFAULT_K, seed: int, classes=N
 
     Raises ``ValueError`` if a class has fewer than 2k examples.
     """
-    k = _check_int("k", k, 1)
-    seed = _check_int("seed", seed, 0)
+    k = check_int("k", k, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise ValueError(f"labels must be one-dimensional, got shape {labels.shape}")
@@ -211,8 +204,8 @@ def prepare_task(task, seed: int, out_dir, *, k: int = DEFAULT_K, loader=load_ta
     pass tiny in-memory data sets.
     """
     task = get_task(task)
-    seed = _check_int("seed", seed, 0)
-    k = _check_int("k", k, 1)
+    seed = check_int("seed", seed, minimum=0)
+    k = check_int("k", k, minimum=1)
     if not callable(loader):
         raise ValueError(f"loader must be callable as loader(task, split), got {loader!r}")
     valid = set(task.valid_labels)
