@@ -28,6 +28,8 @@ The names below are imported lazily so that ``import replication.image`` stays c
 """
 from __future__ import annotations
 
+from replication.lazy import lazy_getattr
+
 _EXPORTS = {
     "Dataset": "data",
     "FashionMNISTUnavailable": "data",
@@ -52,9 +54,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -24,6 +24,8 @@ The names below are imported lazily so that ``import replication.prompt`` stays 
 """
 from __future__ import annotations
 
+from replication.lazy import lazy_getattr
+
 _EXPORTS = {
     "Task": "tasks",
     "TASKS": "tasks",
@@ -51,9 +53,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
