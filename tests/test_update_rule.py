@@ -49,6 +49,13 @@ def update_formula(mu_t, s_t, g, G, beta):
     return mu_t - beta * s_t * g, 1.0 / (1.0 / s_t + 2.0 * beta * G)
 
 
+def assert_took_update_step(opt, mu_t, s_t, g, G, beta):
+    """The optimizer's new mean and covariance are eq. (32_update) applied at (mu_t, s_t)."""
+    mu_f, s_f = update_formula(mu_t, s_t, g, G, beta)
+    np.testing.assert_allclose(opt.mean, mu_f, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(opt.sigma2, s_f, rtol=1e-10)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_update_formula_is_the_minimiser_of_the_regularised_problem(seed):
     rng = np.random.default_rng(seed)
@@ -120,9 +127,7 @@ def test_ingo_update_equals_formula(baseline, shaping):
         X = opt.ask()
         f, z, u, g, G = hand_gradients(X, mu, s, baseline=baseline, shaping=shaping)
         opt.tell(X, f)
-        mu_f, s_f = update_formula(mu, s, g, G, beta)
-        np.testing.assert_allclose(opt.mean, mu_f, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(opt.sigma2, s_f, rtol=1e-10)
+        assert_took_update_step(opt, mu, s, g, G, beta)
         if shaping == "zscore":
             # FastINGO.m's form: w = u / N, mu -= beta sqrt(s) sum w z, 1/s *= 1 + beta sum w z^2
             w = u / u.size
@@ -162,9 +167,7 @@ def test_sabo_iteration_equals_formulas(perturbation, baseline, shaping):
         X = opt.ask()
         f, z, u, g, G = hand_gradients(X, mu_hat, s_hat, baseline=baseline, shaping=shaping)
         opt.tell(X, f)
-        mu_f, s_f = update_formula(mu, s, g, G, beta)
-        np.testing.assert_allclose(opt.mean, mu_f, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(opt.sigma2, s_f, rtol=1e-10)
+        assert_took_update_step(opt, mu, s, g, G, beta)
         # Sigma_t, not the perturbed Sigma_hat, scales the step
         assert not np.allclose(opt.mean, mu - beta * s_hat * g, rtol=1e-6, atol=0)
     st = opt.stats
