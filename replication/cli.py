@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from .engine import checkpoint_path, execute, load_record
+from .errors import ResourceUnavailable
 from .executors import EXECUTORS, run_configs
 from .studies import STUDIES, get_study
 
@@ -85,8 +86,13 @@ class SafeLogger:
 
 
 def cmd_run(args) -> int:
-    _, configs = select(args)
+    params, configs = select(args)
+    Path(args.runs_dir, args.study).mkdir(parents=True, exist_ok=True)  # a pipeline output even when empty
     if not configs:
+        if args.allow_empty:
+            print(f"profile {params[args.study]['profile']!r} of study {args.study!r} has no run matching the "
+                  "selection: nothing to do")
+            return 0
         print("no runs match the selection", file=sys.stderr)
         return 1
     tracker = make_tracker(args)
@@ -198,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="checkpoint each run this often (default: %(default)s)")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="exit 0 when no run matches (e.g. the prompt study's offline profile)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("run-one", help="execute exactly one run (the selection must match one), with a progress bar")
@@ -230,7 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ResourceUnavailable as exc:  # a missing model or data set: the message says how to supply it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

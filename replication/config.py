@@ -13,6 +13,7 @@ scheduled or on which worker runs them.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from dataclasses import asdict, dataclass
 
@@ -25,6 +26,24 @@ def canonical_json(obj) -> str:
 
 def content_hash(obj, length: int = 16) -> str:
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:length]
+
+
+def expand_grid(grid: dict) -> list[dict]:
+    """``{"lr": [0.1, 1], "spacing": [1]}`` -> every combination as a dict (a scalar is a 1-point axis)."""
+    keys = sorted(grid)
+    axes = [grid[k] if isinstance(grid[k], list) else [grid[k]] for k in keys]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*axes)]
+
+
+def method_params(grid: dict | None, **fixed) -> list[dict]:
+    """The optimizer parameters of each point of a method's grid in ``params.yaml``, with ``fixed`` added.
+
+    A grid may name the registered optimizer it runs under another label (``optimizer: sabo``);
+    that entry is kept as is in every point (the engine pops it).
+    """
+    grid = dict(grid or {})
+    label = {"optimizer": grid.pop("optimizer")} if "optimizer" in grid else {}
+    return [{**fixed, **label, **hp} for hp in expand_grid(grid)]
 
 
 def _stable_int(obj) -> int:

@@ -10,6 +10,10 @@
   ``result`` as an uninterrupted run; only ``provenance`` (timings, resume count) differs.
 * A run whose objective or update overflows ends with ``status = "diverged"`` and the curve
   up to that point; it is a result, not a crash.
+* A problem with a ``final_evaluation(mean)`` method is evaluated once more at the end (e.g. a
+  test set too large to score at every curve point); its dict is ``result["final_evaluation"]``.
+* A run with ``budget = {"max_iter": 0}`` is an evaluation without an optimizer (e.g. the
+  zero-shot row of a table): its record holds ``metrics(x0)`` and ``final_evaluation(x0)``.
 """
 from __future__ import annotations
 
@@ -113,6 +117,8 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         return existing
     problem = get_study(config.study).make_problem(config)
     max_iter = int(config.budget["max_iter"])
+    if max_iter == 0:
+        return _evaluate_only(config, problem, runs_dir)
     ckpt = checkpoint_path(runs_dir, config)
     started = _now()
     if ckpt.exists():
@@ -157,21 +163,42 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
             status, message = "diverged", str(exc)
             if curve.columns["nit"][-1] != opt.nit:
                 curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
-    wall = elapsed + time.perf_counter() - t0
+    result = {
+        "status": status,
+        "message": message,
+        "seeds": {"problem": config.problem_seed(), "optimizer": config.optimizer_seed()},
+        "evals_per_iteration": int(getattr(opt, "evals_per_iteration", opt.popsize)),
+        "final": curve.last(),
+        "curve": curve.columns,
+        "stats": jsonable(opt.stats),
+    }
+    if hasattr(problem, "final_evaluation"):
+        result["final_evaluation"] = jsonable(problem.final_evaluation(opt.mean))
+    record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes)
+    ckpt.unlink(missing_ok=True)
+    return record
+
+
+def _evaluate_only(config: RunConfig, problem, runs_dir) -> dict:
+    """The record of a ``max_iter = 0`` run: the problem evaluated at ``x0``, no optimizer."""
+    started, t0 = _now(), time.perf_counter()
+    curve = Curve(0)
+    curve.add(0, 0, float("nan"), problem.metrics(problem.x0))
+    result = {"status": "completed", "message": "evaluation at x0 (max_iter = 0, no optimizer)",
+              "seeds": {"problem": config.problem_seed()}, "evals_per_iteration": 0,
+              "final": curve.last(), "curve": curve.columns, "stats": {}}
+    if hasattr(problem, "final_evaluation"):
+        result["final_evaluation"] = jsonable(problem.final_evaluation(problem.x0))
+    return _write_record(config, runs_dir, result, started, time.perf_counter() - t0, 0)
+
+
+def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall: float, resumes: int) -> dict:
     record = {
         "schema": RECORD_SCHEMA,
         "config": config.to_dict(),
         "config_hash": config.hash,
         "group_hash": config.group_hash,
-        "result": {
-            "status": status,
-            "message": message,
-            "seeds": {"problem": config.problem_seed(), "optimizer": config.optimizer_seed()},
-            "evals_per_iteration": int(getattr(opt, "evals_per_iteration", opt.popsize)),
-            "final": curve.last(),
-            "curve": curve.columns,
-            "stats": jsonable(opt.stats),
-        },
+        "result": result,
         "provenance": {
             "versions": versions(),
             "git_revision": git_revision(),
@@ -183,5 +210,4 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         },
     }
     write_json(record_path(runs_dir, config), record)
-    ckpt.unlink(missing_ok=True)
     return record

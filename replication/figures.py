@@ -16,6 +16,9 @@ METHOD_STYLE = {
     "cmaes": ("CMA-ES", "tab:purple"),
     "mmes": ("MMES", "tab:orange"),
     "sabo_small_rho": ("SABO, rho <= 1 (deviation)", "tab:brown"),
+    "turbo": ("TuRBO-1", "tab:olive"),
+    "gibo": ("GIBO", "tab:cyan"),
+    "zero_shot": ("Zero-shot", "tab:gray"),
 }
 
 

@@ -15,6 +15,10 @@ class Problem(Protocol):
     current mean (not counted as evaluations; e.g. the error ||mu - x*||).
     ``get_state``/``set_state``: any random state the objective carries (e.g. the batch
     sampler), saved in checkpoints so a resumed run continues identically.
+
+    Optional: ``final_evaluation(mean) -> dict[str, float]``, called once at the end of a run
+    (and of a ``max_iter = 0`` evaluation) for what is too costly to compute at every curve
+    point, e.g. a large test set; the engine stores it as ``result["final_evaluation"]``.
     """
 
     x0: np.ndarray

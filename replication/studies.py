@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 
-STUDIES = {"synthetic": "replication.synthetic.study", "image": "replication.image.study"}
+STUDIES = {"synthetic": "replication.synthetic.study", "image": "replication.image.study",
+           "prompt": "replication.prompt.study"}
 
 
 def get_study(name: str):

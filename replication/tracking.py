@@ -131,6 +131,8 @@ class Tracker:
                        for key in curve if key not in ("nfev",)
                        for value, step in zip(curve[key], curve["nfev"]) if _finite(value)]
             metrics += [Metric(f"final_{k}", float(v), now, 0) for k, v in record["result"]["final"].items() if _finite(v)]
+            metrics += [Metric(f"final_eval_{k}", float(v), now, 0)
+                        for k, v in record["result"].get("final_evaluation", {}).items() if _finite(v)]
             metrics += [Metric("wall_time_s", float(record["provenance"]["wall_time_s"]), now, 0)]
             metrics += [Metric(f"stats_{k}", float(v), now, 0) for k, v in record["result"]["stats"].items() if _finite(v)]
             all_params = [Param(k, str(v)[:6000]) for k, v in {**params, "seed": config.seed}.items()]

@@ -8,7 +8,8 @@ import yaml
 pytest.importorskip("umap")  # the `image` extra, installed by the dev extra
 from replication.cli import main  # noqa: E402
 from replication.image.report import select  # noqa: E402
-from replication.image.study import configs, expand_grid  # noqa: E402
+from replication.config import expand_grid  # noqa: E402
+from replication.image.study import configs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,16 +23,9 @@ from replication.prompt.soft_prompt import PromptInjector, PromptProjection, emb
 from tiny_roberta import (  # noqa: E402
     LABEL_WORDS, N_PROMPT, TEMPLATE, placeholder_ids, sentiment_examples, tiny_model, tiny_tokenizer)
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 D_Z = 12  # intrinsic dimension used in most tests
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Keep CPU use small (the suite may share the machine with long jobs)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -71,3 +71,4 @@ def sentiment_examples(n_per_class: int = 8, seed: int = 0):
     labels = [1] * n_per_class + [0] * n_per_class
     order = np.random.default_rng(seed).permutation(len(sents))
     return [sents[i] for i in order], np.asarray(labels)[order]
+

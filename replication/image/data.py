@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from replication.errors import ResourceUnavailable
 from sabo.validation import check_in_interval
 
 __all__ = ["Dataset", "FashionMNISTUnavailable", "read_idx", "write_idx", "load_fashion_mnist",
@@ -256,7 +257,7 @@ HUB_REPOSITORIES = ("zalando-datasets/fashion_mnist", "fashion_mnist")
 FASHION_MNIST_NAME = "Fashion-MNIST"
 
 
-class FashionMNISTUnavailable(FileNotFoundError):
+class FashionMNISTUnavailable(ResourceUnavailable, FileNotFoundError):
     """Fashion-MNIST is neither in the named directory nor obtainable from the Hugging Face hub."""
 
 

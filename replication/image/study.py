@@ -22,11 +22,10 @@ optimizer has its own.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 
 import sabo
-from replication.config import RunConfig
+from replication.config import RunConfig, method_params
 from replication.studies import active_profile
 
 STUDY = "image"
@@ -36,13 +35,6 @@ DEFAULT_UMAP_CACHE = "data/umap"
 
 def umap_cache_dir() -> str:
     return os.environ.get(UMAP_CACHE_ENV, DEFAULT_UMAP_CACHE)
-
-
-def expand_grid(grid: dict) -> list[dict]:
-    """``{"lr": [0.1, 1], "spacing": [1]}`` -> every combination as a dict (a scalar is a 1-point axis)."""
-    keys = sorted(grid)
-    axes = [grid[k] if isinstance(grid[k], list) else [grid[k]] for k in keys]
-    return [dict(zip(keys, combo)) for combo in itertools.product(*axes)]
 
 
 def dataset_spec(p: dict) -> dict:
@@ -70,10 +62,7 @@ def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=
             for method, grid in p["methods"].items():
                 if methods is not None and method not in methods:
                     continue
-                grid = dict(grid or {})
-                label_params = {"optimizer": grid.pop("optimizer")} if "optimizer" in grid else {}
-                for hp in expand_grid(grid):
-                    opt_params = {"sigma0": float(p["sigma0"]), "popsize": int(p["popsize"]), **label_params, **hp}
+                for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
                     for seed in prof["seeds"]:
                         if seeds is not None and seed not in seeds:
                             continue

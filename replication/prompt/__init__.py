@@ -19,6 +19,10 @@ Modules (``torch`` and ``transformers`` are needed; this package is not imported
 - :mod:`replication.prompt.tasks` -- the six tasks as data: datasets, templates, label words.
 - :mod:`replication.prompt.data` -- BBT's few-shot splits and the data-preparation step that
   writes them to local files (:func:`prepare_task`), with a clear offline error.
+- :mod:`replication.prompt.problem` -- the problem the run engine drives (:class:`PromptProblem`:
+  objective, train/dev metrics and best-dev tracking, test evaluation; the zero-shot problem).
+- :mod:`replication.prompt.study` -- the study's configs (``params.yaml: prompt``), data
+  preparation and problem construction; :mod:`replication.prompt.report` -- Tables 1 and 2.
 
 The names below are imported lazily so that ``import replication.prompt`` stays cheap.
 """
@@ -48,6 +52,8 @@ _EXPORTS = {
     "encode_template": "objective",
     "label_word_ids": "objective",
     "f1_score": "objective",
+    "PromptProblem": "problem",
+    "encode_task": "problem",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from replication.errors import ResourceUnavailable
 from replication.storage import atomic_write_bytes
 from sabo.validation import check_int
 
@@ -40,7 +41,7 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 
 
-class TaskDataUnavailable(RuntimeError):
+class TaskDataUnavailable(ResourceUnavailable, RuntimeError):
     """A task's data set cannot be loaded (``datasets`` missing, or offline with nothing cached)."""
 
 

@@ -14,10 +14,12 @@ import os
 
 import torch
 
+from replication.errors import ResourceUnavailable
+
 __all__ = ["BackboneUnavailable", "load_backbone", "random_backbone", "roberta_large_config"]
 
 
-class BackboneUnavailable(RuntimeError):
+class BackboneUnavailable(ResourceUnavailable, RuntimeError):
     """The backbone could not be loaded: not a local directory and not in the Hugging Face cache."""
 
 

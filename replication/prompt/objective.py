@@ -132,7 +132,7 @@ class EncodedSplit:
 def _placeholders(tokenizer, n_prompt_tokens, placeholder_ids):
     if placeholder_ids is None:
         placeholder_ids = list(range(DEFAULT_PLACEHOLDER_OFFSET, DEFAULT_PLACEHOLDER_OFFSET + n_prompt_tokens))
-        if placeholder_ids[-1] >= len(tokenizer):
+        if placeholder_ids and placeholder_ids[-1] >= len(tokenizer):
             raise ValueError(f"the tokenizer has {len(tokenizer)} tokens, too few for BBT's placeholder ids "
                              f"{DEFAULT_PLACEHOLDER_OFFSET}..{placeholder_ids[-1]}; pass placeholder_ids")
     placeholder_ids = [int(i) for i in placeholder_ids]
@@ -299,7 +299,9 @@ class PromptObjective:
         list of filled texts holding ``{P}`` and the mask token (see :func:`encode_texts`)
     labels : class indices (0..K-1); may be None with an EncodedSplit (its labels are used)
     label_word_ids : K token ids, or K words (converted with :func:`label_word_ids`)
-    projection : :class:`PromptProjection` (A, on the model's device)
+    projection : :class:`PromptProjection` (A, on the model's device), or None for the zero-shot
+        objective: inputs encoded without prompt slots, nothing added; it evaluates only ``z=None``
+        (:meth:`scores`, :meth:`evaluate`) and has no ``losses``
     metric : ``"accuracy"`` or ``"f1"`` (binary, positive class = label 1)
     max_length : inputs longer than this many tokens are dropped (``n_dropped``)
     chunk_rows : at most this many rows (candidate x example) per forward pass. Default: about
@@ -319,7 +321,7 @@ class PromptObjective:
     ``sabo.minimize`` expects.
     """
 
-    def __init__(self, model, tokenizer, texts_or_encoded, labels, label_word_ids, projection: PromptProjection,
+    def __init__(self, model, tokenizer, texts_or_encoded, labels, label_word_ids, projection: PromptProjection | None,
                  *, metric: str = "accuracy", max_length: int = 512, chunk_rows: int | None = None,
                  example_block: int | None = DEFAULT_EXAMPLE_BLOCK, placeholder_ids=None, autocast: bool | None = None):
         if metric not in METRICS:
@@ -329,8 +331,9 @@ class PromptObjective:
         self.projection = projection
         self.metric = metric
         self.max_length = int(max_length)
-        self.device = projection.device
-        self.n_prompt_tokens = projection.n_tokens
+        # projection None: the zero-shot objective (templates without prompt slots, nothing added)
+        self.device = next(model.parameters()).device if projection is None else projection.device
+        self.n_prompt_tokens = 0 if projection is None else projection.n_tokens
         self._placeholder_ids = placeholder_ids
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token")
@@ -359,6 +362,7 @@ class PromptObjective:
         if self._head is None:
             raise TypeError(f"{type(model).__name__} has no lm_head; a RoBERTa-style masked LM is required")
         self._injector = PromptInjector(embedding_module(model), offset=1)
+        self._split_batches: dict[int, tuple[EncodedSplit, _Batch]] = {}
         self.n_calls = 0
         self.n_evaluations = 0
 
@@ -407,9 +411,12 @@ class PromptObjective:
         ex_t = torch.as_tensor(ex, device=self.device)
         ids = batch.ids.index_select(0, ex_t)[:, :length]
         att = batch.attention.index_select(0, ex_t)[:, :length]
-        c0 = int(cand.min())
-        local = torch.as_tensor(cand - c0, device=self.device)
-        self._injector.set(prompts[c0: int(cand.max()) + 1], row_index=local)
+        if prompts is None:
+            self._injector.clear()
+        else:
+            c0 = int(cand.min())
+            local = torch.as_tensor(cand - c0, device=self.device)
+            self._injector.set(prompts[c0: int(cand.max()) + 1], row_index=local)
         hidden = self._base(input_ids=ids, attention_mask=att)[0]            # (rows, L, D)
         at_mask = hidden[torch.arange(len(ex), device=self.device), batch.mask_pos.index_select(0, ex_t)]
         logits = self._head(at_mask)                                           # (rows, V)
@@ -428,6 +435,8 @@ class PromptObjective:
         return (total / batch.n).cpu().numpy()
 
     def _prompts(self, Z) -> tuple[torch.Tensor, int]:
+        if self.projection is None:
+            raise ValueError("this objective has no projection (zero-shot): it takes no candidates; use z=None")
         if isinstance(Z, torch.Tensor):
             Zc = Z.detach()
         else:
@@ -487,25 +496,52 @@ class PromptObjective:
         self.n_evaluations += n
         return out
 
-    def predict(self, z, split: EncodedSplit | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(predicted labels, true labels) of one candidate z on ``split`` (default: the training set)."""
-        batch = self._batch if split is None else _Batch(self.encode(split), self.pad_id, self.device)
-        prompts, n = self._prompts(z)
-        if n != 1:
-            raise ValueError("predict/evaluate take one candidate z of shape (d,)")
+    def _split_batch(self, split: EncodedSplit | None) -> _Batch:
+        """The device copy of ``split`` (default: the training set), built once per split object."""
+        if split is None:
+            return self._batch
+        key = id(split)
+        if key not in self._split_batches:  # the split is kept with its batch, so its id stays unique
+            self._split_batches[key] = (split, _Batch(self.encode(split), self.pad_id, self.device))
+        return self._split_batches[key][1]
+
+    def split_logits(self, z, split: EncodedSplit | None = None) -> tuple[torch.Tensor, np.ndarray]:
+        """Label-word logits (B, K) float32 of one candidate z on ``split`` (default: training set), and the labels.
+
+        Rows are in the split's order. ``z=None`` adds no prompt (the zero-shot objective, or the
+        placeholders' own embeddings when there is a projection).
+        """
+        batch = self._split_batch(split)
+        prompts = None
+        if z is not None:
+            prompts, n = self._prompts(z)
+            if n != 1:
+                raise ValueError("split_logits/predict/evaluate take one candidate z of shape (d,)")
         ex = np.arange(batch.n)
-        preds = []
+        chunks = []
         with self._context():
             for r0 in range(0, batch.n, self.chunk_rows):
                 e = ex[r0: r0 + self.chunk_rows]
-                preds.append(self._label_logits(batch, prompts, np.zeros_like(e), e).argmax(1).cpu().numpy())
-        pred = np.empty(batch.n, dtype=np.int64)
-        pred[batch.order] = np.concatenate(preds)           # back to the split's order
+                chunks.append(self._label_logits(batch, prompts, np.zeros_like(e), e))
+        logits = torch.empty((batch.n, len(self.label_ids)), dtype=torch.float32, device=self.device)
+        logits[torch.as_tensor(batch.order, device=self.device)] = torch.cat(chunks)   # back to the split's order
         true = np.empty(batch.n, dtype=np.int64)
         true[batch.order] = batch.labels_np
-        return pred, true
+        return logits, true
+
+    def predict(self, z, split: EncodedSplit | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted labels, true labels) of one candidate z on ``split`` (default: the training set)."""
+        logits, true = self.split_logits(z, split)
+        return logits.argmax(1).cpu().numpy(), true
 
     def evaluate(self, z, split: EncodedSplit | None = None) -> float:
         """Accuracy, or F1 (positive class = label 1), of candidate z on ``split`` (default: training set)."""
         pred, true = self.predict(z, split)
         return METRICS[self.metric](true, pred)
+
+    def scores(self, z, split: EncodedSplit | None = None) -> dict[str, float]:
+        """``{"loss": mean CE, "metric": accuracy or F1}`` of one candidate z on ``split`` (one pass)."""
+        logits, true = self.split_logits(z, split)
+        labels = torch.as_tensor(true, device=self.device)
+        loss = torch.nn.functional.cross_entropy(logits, labels).item()
+        return {"loss": float(loss), "metric": METRICS[self.metric](true, logits.argmax(1).cpu().numpy())}

@@ -1,0 +1,196 @@
+"""The black-box prompt-tuning study (the SABO paper, Section 5.2, Table 1; appendix Table 2).
+
+Per run: one task (SST-2, Yelp P., AG News, MRPC, RTE, SNLI), one dimension d, one optimizer
+with one hyperparameter configuration, one seed. The seed selects BBT's few-shot split
+(``data/prompt/<task>/seed<seed>``, written by ``sabo-bench prepare prompt``) and, through
+``RunConfig.problem_seed`` (shared by all methods), the projection A. The optimizer minimises
+the cross-entropy on the few-shot training set for T iterations from mu0 = 0, Sigma0 = I with
+N candidates per ask. Recorded on the curve (every iteration at T = 100): training and dev loss
+and metric of the mean; at the end: the test metric of the final mean and of the best-dev mean.
+The zero-shot row is a ``max_iter = 0`` run per task (method ``zero_shot``): the template
+without prompt slots, evaluated once.
+
+Choices the paper leaves open, all in ``params.yaml`` and in every config: which prompt is
+reported (``selection``: ``best_dev``, the mean with the best dev metric over the run, or
+``final``, the last mean; both are recorded), how the grid is searched (the configuration with
+the best mean dev metric over seeds, under the same selection rule), the seeds, the device and
+precision (bf16 autocast on CUDA).
+
+Profiles: ``offline`` (the default: no run; a prompt run needs a GPU, roberta-large and the six
+data sets, none of which the offline CI machine has), ``gpu`` (the paper's study), ``smoke`` (a
+set-up check: one task, d = 200, one seed, a few iterations).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import sabo
+from replication.config import RunConfig, method_params
+from replication.studies import active_profile
+
+STUDY = "prompt"
+ZERO_SHOT = "zero_shot"
+DATA_ENV = "SABO_BENCH_PROMPT_DATA"
+DEFAULT_DATA_DIR = "data/prompt"
+SELECTIONS = ("best_dev", "final")
+
+
+def data_dir() -> Path:
+    """Where prepared few-shot data live: ``$SABO_BENCH_PROMPT_DATA``, else ``data/prompt``."""
+    return Path(os.environ.get(DATA_ENV, DEFAULT_DATA_DIR))
+
+
+def _profile(params: dict) -> tuple[str, dict]:
+    name, prof = active_profile(params, STUDY)
+    p = params[STUDY]
+    if p["selection"] not in SELECTIONS:
+        raise ValueError(f"prompt.selection must be one of {SELECTIONS} (got {p['selection']!r})")
+    unknown = set(prof.get("methods", [])) - set(p["methods"])
+    if unknown:
+        raise ValueError(f"prompt.profiles.{name}.methods names unknown method(s) {sorted(unknown)}; "
+                         f"known: {sorted(p['methods'])}")
+    return name, prof
+
+
+def _problem(p: dict, task: str, dim: int) -> dict:
+    return {"name": task, "dim": int(dim), "backbone": p["backbone"], "device": p["device"],
+            "k_shot": int(p["k_shot"]), "max_length": int(p["max_length"]),
+            "placeholder_offset": int(p["placeholder_offset"])}
+
+
+def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
+    """Every run of the active profile: tasks x dims x methods x grid x seeds, plus one zero-shot run per task.
+
+    ``functions`` narrows the tasks; the zero-shot runs have setting and method ``zero_shot``.
+    """
+    p = params[STUDY]
+    _, prof = _profile(params)
+    budget = {"max_iter": int(prof["iterations"])}
+    wanted_methods = prof.get("methods", list(p["methods"]))
+    out = []
+    for task in prof["tasks"]:
+        if functions is not None and task not in functions:
+            continue
+        if prof["seeds"] and (settings is None or ZERO_SHOT in settings) and (methods is None or ZERO_SHOT in methods):
+            seed = int(prof["seeds"][0])  # the test set does not depend on the seed: one evaluation
+            if seeds is None or seed in seeds:
+                out.append(RunConfig(study=STUDY, setting=ZERO_SHOT, problem=_problem(p, task, 0), method=ZERO_SHOT,
+                                     params={}, seed=seed, budget={"max_iter": 0}, code_version=sabo.__version__))
+        for setting, dim in p["dims"].items():
+            if setting not in prof.get("dims", list(p["dims"])) or (settings is not None and setting not in settings):
+                continue
+            for method in wanted_methods:
+                if methods is not None and method not in methods:
+                    continue
+                grid = p["methods"][method]
+                for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
+                    for seed in prof["seeds"]:
+                        if seeds is not None and seed not in seeds:
+                            continue
+                        out.append(RunConfig(study=STUDY, setting=setting, problem=_problem(p, task, dim),
+                                             method=method, params=opt_params, seed=int(seed), budget=budget,
+                                             code_version=sabo.__version__))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _backbone(name: str, device: str):
+    from .model import load_backbone
+    from .soft_prompt import embedding_std
+
+    model, tokenizer = load_backbone(name, device=device)
+    return model, tokenizer, embedding_std(model.get_input_embeddings().weight)
+
+
+def task_dir(task: str, seed: int) -> Path:
+    return data_dir() / task / f"seed{seed}"
+
+
+def load_rows(task: str, seed: int, k: int) -> dict:
+    """The prepared train/dev/test rows of ``task`` and ``seed``; a clear error when they are missing."""
+    from .data import MANIFEST_NAME, SPLIT_NAMES, TaskDataUnavailable, read_split
+    from replication.storage import read_json
+
+    d = task_dir(task, seed)
+    manifest = d / MANIFEST_NAME
+    if not manifest.exists():
+        raise TaskDataUnavailable(f"no prepared data for task {task!r}, seed {seed} in {d}: run "
+                                  f"`sabo-bench prepare prompt` (needs the data set online or in the Hugging Face "
+                                  f"cache), or set ${DATA_ENV} to the directory that holds it")
+    found = read_json(manifest)
+    if found["k"] != k:
+        raise ValueError(f"{d} holds k = {found['k']} examples per class, the config asks for k = {k}: "
+                         f"rerun `sabo-bench prepare prompt`")
+    return {s: read_split(d / f"{s}.jsonl") for s in SPLIT_NAMES}
+
+
+@functools.lru_cache(maxsize=4)
+def _encoded(backbone: str, device: str, task: str, seed: int, k: int, prompt: bool, offset: int, max_length: int):
+    from .problem import encode_task
+
+    _, tokenizer, _ = _backbone(backbone, device)
+    return encode_task(tokenizer, task, load_rows(task, seed, k), prompt=prompt, placeholder_offset=offset,
+                       max_length=max_length)
+
+
+def make_problem(config: RunConfig):
+    from .problem import PromptProblem
+
+    pr = config.problem
+    model, tokenizer, sigma_e = _backbone(pr["backbone"], pr["device"])
+    prompted = pr["dim"] > 0
+    encoded = _encoded(pr["backbone"], pr["device"], pr["name"], config.seed, pr["k_shot"], prompted,
+                       pr["placeholder_offset"], pr["max_length"])
+    return PromptProblem.build(model, tokenizer, pr["name"], encoded, dim=pr["dim"] if prompted else None,
+                               projection_seed=config.problem_seed(), max_length=pr["max_length"], sigma_e=sigma_e,
+                               info={"backbone": pr["backbone"], "device": pr["device"], "seed": config.seed})
+
+
+def prepare(params: dict) -> list[str]:
+    """Write the few-shot splits of every task and seed of the active profile, and load the backbone once.
+
+    Idempotent: a task/seed directory whose manifest has the same k is kept. Writes
+    ``<data dir>/prepared.json`` listing what the profile uses (empty under ``offline``).
+    """
+    from replication.storage import read_json, write_json
+
+    from .data import MANIFEST_NAME, prepare_task
+
+    p = params[STUDY]
+    name, prof = _profile(params)
+    k = int(p["k_shot"])
+    lines, prepared = [], []
+    for task in prof["tasks"]:
+        for seed in prof["seeds"]:
+            manifest = task_dir(task, int(seed)) / MANIFEST_NAME
+            if manifest.exists() and read_json(manifest)["k"] == k:
+                found = read_json(manifest)
+                state = "cached"
+            else:
+                found = prepare_task(task, int(seed), data_dir(), k=k)
+                state = "written"
+            prepared.append({"task": task, "seed": int(seed), "sizes": found["sizes"]})
+            lines.append(f"{task} seed {seed}: {found['sizes']} ({state})")
+    if prof["tasks"]:
+        _backbone(p["backbone"], p["device"])
+        lines.append(f"backbone {p['backbone']!r} loads on {p['device']}")
+    else:
+        lines.append(f"profile {name!r} runs no prompt task: nothing to prepare")
+    write_json(data_dir() / "prepared.json", {"profile": name, "k_shot": k, "backbone": p["backbone"],
+                                               "prepared": prepared})
+    return lines
+
+
+def cost(config: RunConfig) -> float:
+    """Relative cost: forward passes over N x (few-shot train size) sequences per ask."""
+    n_classes = {"ag_news": 4, "snli": 3}.get(config.problem["name"], 2)
+    rounds = 2.0 if config.params.get("optimizer", config.method) == "sabo" else 1.0
+    return max(1, config.budget["max_iter"]) * config.params.get("popsize", 1) * n_classes * rounds
+
+
+def report(params: dict, records: list[dict], out_dir, tracker=None) -> dict:
+    from .report import report as _report
+
+    return _report(params, records, out_dir, tracker=tracker)

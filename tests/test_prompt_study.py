@@ -1,0 +1,324 @@
+"""The prompt-tuning study end to end, offline: configs, the problem, the engine, the CLI and the report.
+
+A tiny RoBERTa and tokenizer (tests/tiny_roberta.py) are saved to a local directory, tiny
+SST-2-schema data are prepared with BBT's few-shot split, and the study runs through
+``sabo-bench run prompt`` and ``sabo-bench report prompt`` with a parameter file pointing at them.
+"""
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from replication import cli  # noqa: E402
+from replication.config import RunConfig  # noqa: E402
+from replication.engine import execute, record_path  # noqa: E402
+from replication.prompt import study  # noqa: E402
+from replication.prompt.data import TaskDataUnavailable, prepare_task  # noqa: E402
+from replication.prompt.objective import PromptObjective  # noqa: E402
+from replication.prompt.problem import PromptProblem, encode_task  # noqa: E402
+from replication.prompt.report import select  # noqa: E402
+from replication.storage import read_json  # noqa: E402
+from tiny_roberta import NEGATIVE, POSITIVE, tiny_model, tiny_tokenizer  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+PARAMS = yaml.safe_load(open("params.yaml"))
+K = 4
+OFFSET = 100  # the tiny vocabulary has no ids 1000..1049
+
+
+def with_profile(name, **prompt_overrides):
+    p = json.loads(json.dumps(PARAMS))
+    p["prompt"]["profile"] = name
+    p["prompt"].update(prompt_overrides)
+    return p
+
+
+# -- configs ------------------------------------------------------------------------------------
+def test_gpu_profile_is_the_papers_grid():
+    cs = study.configs(with_profile("gpu"))
+    grid = {"cmaes": 1, "mmes": 1, "bes": 12, "ingo": 4, "sabo": 16}
+    per_task = 3 * sum(grid.values()) * 3 + 1           # dims x configurations x seeds + zero-shot
+    assert len(cs) == 6 * per_task
+    assert len({c.hash for c in cs}) == len(cs)
+    for method, n in grid.items():
+        runs = [c for c in cs if c.method == method and c.problem["name"] == "rte" and c.setting == "d500"]
+        assert len(runs) == 3 * n
+        assert all(c.params["popsize"] == 100 and c.params["sigma0"] == 1.0 and c.budget == {"max_iter": 100}
+                   for c in runs)
+    sabo_rhos = {c.params["rho"] for c in cs if c.method == "sabo"}
+    assert sabo_rhos == {10.0, 50.0, 100.0, 500.0}
+    zero = [c for c in cs if c.method == study.ZERO_SHOT]
+    assert sorted(c.problem["name"] for c in zero) == sorted(PARAMS["prompt"]["profiles"]["gpu"]["tasks"])
+    assert all(c.budget == {"max_iter": 0} and c.problem["dim"] == 0 and c.params == {} for c in zero)
+
+
+def test_projection_seed_is_shared_by_methods_and_differs_across_seeds():
+    cs = study.configs(with_profile("gpu"), functions=["mrpc"], settings=["d200"])
+    by_seed = {}
+    for c in cs:
+        by_seed.setdefault(c.seed, set()).add(c.problem_seed())
+    assert all(len(s) == 1 for s in by_seed.values())
+    assert len({next(iter(s)) for s in by_seed.values()}) == 3
+
+
+def test_offline_profile_runs_nothing_and_filters_narrow():
+    assert study.configs(with_profile("offline")) == []
+    cs = study.configs(with_profile("gpu"), functions=["sst2"], methods=["ingo"], seeds=[1])
+    assert {(c.problem["name"], c.method, c.seed) for c in cs} == {("sst2", "ingo", 1)} and len(cs) == 3 * 4
+
+
+def test_bad_profile_settings_are_clear_errors():
+    p = with_profile("gpu", selection="best_test")
+    with pytest.raises(ValueError, match="prompt.selection must be one of"):
+        study.configs(p)
+    p = with_profile("smoke")
+    p["prompt"]["profiles"]["smoke"]["methods"] = ["sabo", "turbo"]
+    with pytest.raises(ValueError, match=r"unknown method\(s\) \['turbo'\]"):
+        study.configs(p)
+
+
+# -- the problem --------------------------------------------------------------------------------
+def sentiment_rows(split):
+    rows = [{"sentence": s, "label": 1} for s in POSITIVE] + [{"sentence": s, "label": 0} for s in NEGATIVE]
+    if split == "validation":  # a test set unlike the training rows
+        rows = [{"sentence": r["sentence"] + " indeed", "label": r["label"]} for r in rows]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A saved tiny backbone and prepared tiny SST-2 data for seeds 0 and 1."""
+    root = tmp_path_factory.mktemp("prompt")
+    model, tok = tiny_model(initializer_range=0.3), tiny_tokenizer()
+    model.save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    for seed in (0, 1):
+        prepare_task("sst2", seed, root / "data", k=K, loader=lambda task, split: sentiment_rows(split))
+    return root, model, tok
+
+
+def rows_of(root, seed=0):
+    from replication.prompt.data import read_split
+
+    return {s: read_split(root / "data" / "sst2" / f"seed{seed}" / f"{s}.jsonl") for s in ("train", "dev", "test")}
+
+
+def test_problem_tracks_the_best_dev_mean_and_restores_it(tiny):
+    root, model, tok = tiny
+    enc = encode_task(tok, "sst2", rows_of(root), placeholder_offset=OFFSET)
+    assert [len(enc[s]) for s in ("train", "dev", "test")] == [2 * K, 2 * K, 20]
+    problem = PromptProblem.build(model, tok, "sst2", enc, dim=8, projection_seed=3)
+    assert problem.dim == 8 and np.array_equal(problem.x0, np.zeros(8))
+    means = np.random.default_rng(0).standard_normal((6, 8)) * 3
+    devs = [problem.metrics(m) for m in means[:3]]
+    state = problem.get_state()
+    devs += [problem.metrics(m) for m in means[3:]]
+    key = [(d["dev_metric"], -d["dev_loss"]) for d in devs]
+    best = max(range(6), key=lambda i: (key[i], -i))
+    ev = problem.final_evaluation(means[-1])
+    obj = problem.prompt_objective
+    assert ev["best_dev_point"] == best and ev["best_dev_metric"] == devs[best]["dev_metric"]
+    assert ev["test_metric_best_dev"] == obj.scores(means[best], problem._test)["metric"]
+    assert ev["test_metric_final"] == obj.scores(means[-1], problem._test)["metric"]
+    assert ev["test_loss_final"] == pytest.approx(obj.scores(means[-1], problem._test)["loss"], rel=1e-12)
+
+    again = PromptProblem.build(model, tok, "sst2", enc, dim=8, projection_seed=3)
+    again.set_state(state)
+    for m in means[3:]:
+        again.metrics(m)
+    assert again.final_evaluation(means[-1]) == ev
+
+
+def test_metrics_are_the_cross_entropy_and_accuracy_of_the_mean(tiny):
+    root, model, tok = tiny
+    enc = encode_task(tok, "sst2", rows_of(root), placeholder_offset=OFFSET)
+    problem = PromptProblem.build(model, tok, "sst2", enc, dim=8, projection_seed=3)
+    z = np.random.default_rng(1).standard_normal(8)
+    m = problem.metrics(z)
+    obj = problem.prompt_objective
+    assert m["train_loss"] == pytest.approx(obj.losses(z[None])[0], rel=1e-6)
+    assert m["train_metric"] == obj.evaluate(z)
+    assert m["dev_metric"] == obj.evaluate(z, problem._dev)
+
+
+def test_zero_shot_problem_has_no_prompt_slots(tiny):
+    root, model, tok = tiny
+    enc = encode_task(tok, "sst2", rows_of(root), prompt=False)
+    prompted = encode_task(tok, "sst2", rows_of(root), placeholder_offset=OFFSET)
+    for plain, slots in zip(enc["test"].input_ids, prompted["test"].input_ids):
+        assert list(plain) == [slots[0], *slots[1 + 50:]]       # the same input without the 50 slots
+    # an input dropped for its prompted length is dropped by the zero-shot encoding too
+    lengths = prompted["test"].lengths
+    cut = int(np.sort(lengths)[-3])                             # drops the two longest prompted inputs
+    short = encode_task(tok, "sst2", rows_of(root), placeholder_offset=OFFSET, max_length=cut - 1)
+    short_plain = encode_task(tok, "sst2", rows_of(root), prompt=False, max_length=cut - 1)
+    assert short["test"].n_dropped >= 2 and np.array_equal(short["test"].kept, short_plain["test"].kept)
+    problem = PromptProblem.build(model, tok, "sst2", enc, dim=None)
+    assert problem.dim == 0 and problem.x0.shape == (0,)
+    with pytest.raises(ValueError, match="zero-shot"):
+        problem.objective(np.zeros((2, 4)))
+    ev = problem.final_evaluation(problem.x0)
+    # by hand: the model's label-word logits at <mask>, unprompted
+    label_ids = [tok.encode(w, add_special_tokens=False)[0] for w in ("bad", "great")]
+    correct = 0
+    with torch.inference_mode():
+        for ids, y in zip(enc["test"].input_ids, enc["test"].labels):
+            ids_t = torch.as_tensor(ids)[None]
+            logits = model(input_ids=ids_t).logits[0, int(np.flatnonzero(ids == tok.mask_token_id)[0])]
+            correct += int(int(torch.argmax(logits[label_ids])) == y)
+    assert ev["test_metric_final"] == correct / len(enc["test"])
+
+
+def test_split_scores_do_not_disturb_the_objective_counters(tiny):
+    root, model, tok = tiny
+    enc = encode_task(tok, "sst2", rows_of(root), placeholder_offset=OFFSET)
+    problem = PromptProblem.build(model, tok, "sst2", enc, dim=8, projection_seed=3)
+    obj: PromptObjective = problem.prompt_objective
+    problem.metrics(np.ones(8))
+    problem.final_evaluation(np.ones(8))
+    assert obj.n_evaluations == 0 and obj.n_calls == 0
+
+
+# -- the study through the engine and the CLI ----------------------------------------------------
+@pytest.fixture
+def study_params(tiny, tmp_path, monkeypatch):
+    root, _, _ = tiny
+    monkeypatch.setenv(study.DATA_ENV, str(root / "data"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    study._backbone.cache_clear()
+    study._encoded.cache_clear()
+    p = with_profile("tiny", backbone=str(root / "model"), device="cpu", k_shot=K, placeholder_offset=OFFSET,
+                     popsize=6, dims={"d8": 8})
+    p["prompt"]["profiles"]["tiny"] = {"tasks": ["sst2"], "seeds": [0, 1], "iterations": 4, "dims": ["d8"],
+                                       "methods": ["sabo", "ingo"]}
+    p["prompt"]["methods"]["sabo"] = {"lr": 0.5, "rho": [0.1, 1.0]}
+    p["prompt"]["methods"]["ingo"] = {"lr": 0.5}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p))
+    return path, p
+
+
+def test_cli_runs_the_study_and_reports_it(study_params, tmp_path, capsys):
+    path, p = study_params
+    runs = tmp_path / "runs"
+    args = ["--params", str(path), "--runs-dir", str(runs)]
+    assert cli.main(["run", "prompt", *args, "--no-track", "--quiet"]) == 0
+    configs = study.configs(p)
+    assert len(configs) == 1 + (2 + 1) * 2
+    records = [read_json(record_path(runs, c)) for c in configs]
+    for c, r in zip(configs, records):
+        res = r["result"]
+        assert res["status"] == "completed"
+        ev = res["final_evaluation"]
+        if c.method == study.ZERO_SHOT:
+            assert res["curve"]["nit"] == [0] and res["evals_per_iteration"] == 0
+            assert 0.0 <= ev["test_metric_final"] <= 1.0
+            continue
+        curve = res["curve"]
+        assert curve["nit"] == [0, 1, 2, 3, 4]                       # a point every iteration at T = 4
+        for key in ("train_loss", "train_metric", "dev_loss", "dev_metric"):
+            assert len(curve[key]) == 5
+        k = int(ev["best_dev_point"])
+        assert curve["dev_metric"][k] == max(curve["dev_metric"]) == ev["best_dev_metric"]
+        if k == 4:
+            assert ev["test_metric_best_dev"] == ev["test_metric_final"]
+    mtimes = [record_path(runs, c).stat().st_mtime_ns for c in configs]
+    assert cli.main(["run", "prompt", *args, "--no-track", "--quiet"]) == 0      # idempotent
+    assert [record_path(runs, c).stat().st_mtime_ns for c in configs] == mtimes
+
+    out = tmp_path / "results"
+    assert cli.main(["report", "prompt", *args, "--out", str(out), "--no-track"]) == 0
+    md = (out / "prompt_tuning.md").read_text()
+    selected = select(records, "best_dev")
+    sabo = selected[("sst2", "d8", "sabo")]
+    assert f"**{sabo['mean']:.2f} ± {sabo['std']:.2f}** " in md
+    assert "paper 87.88 ± 0.53" in md and "paper 79.82" in md
+    assert "not in the active profile `tiny`" in md and "TuRBO-1 and GIBO come in a later issue" in md
+    claims = read_json(out / "prompt_tuning_claims.json")["claims"]
+    assert {c["id"]: c["verdict"] for c in claims}["sabo_outperforms_bo"] == "not run"
+
+
+def test_selection_picks_the_best_mean_dev_configuration(study_params, tmp_path):
+    path, p = study_params
+    runs = tmp_path / "runs"
+    configs = [c for c in study.configs(p) if c.method == "sabo"]
+    records = [execute(c, runs) for c in configs]
+    for rule, dev_key, test_key in (("best_dev", "best_dev_metric", "test_metric_best_dev"),
+                                    ("final", None, "test_metric_final")):
+        by_rho = {}
+        for r in records:
+            ev, final = r["result"]["final_evaluation"], r["result"]["final"]
+            dev = ev[dev_key] if dev_key else final["dev_metric"]
+            by_rho.setdefault(r["config"]["params"]["rho"], []).append((dev, ev[test_key]))
+        best_rho = max(by_rho, key=lambda rho: np.mean([d for d, _ in by_rho[rho]]))
+        cell = select(records, rule)[("sst2", "d8", "sabo")]
+        assert cell["params"]["rho"] == best_rho
+        tests = [t for _, t in by_rho[best_rho]]
+        assert cell["mean"] == pytest.approx(100 * np.mean(tests))
+        assert cell["std"] == pytest.approx(100 * np.std(tests, ddof=1))
+
+
+def test_interrupted_run_resumes_to_the_same_result(study_params, tmp_path):
+    from helpers import deterministic_part
+
+    _, p = study_params
+    config = next(c for c in study.configs(p) if c.method == "sabo")
+    whole = execute(config, tmp_path / "whole")
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_at_2(nit, _max_iter):
+        if nit == 2:
+            raise Interrupt
+
+    runs = tmp_path / "resumed"
+    with pytest.raises(Interrupt):
+        execute(config, runs, checkpoint_every_iters=1, progress=stop_at_2)
+    assert not record_path(runs, config).exists()
+    resumed = execute(config, runs)
+    assert resumed["provenance"]["resumed"] == 1
+    assert deterministic_part(resumed) == deterministic_part(whole)
+
+
+def test_missing_prepared_data_is_a_clear_error(study_params, tmp_path, monkeypatch, capsys):
+    path, p = study_params
+    monkeypatch.setenv(study.DATA_ENV, str(tmp_path / "empty"))
+    config = next(c for c in study.configs(p) if c.method == "ingo")
+    with pytest.raises(TaskDataUnavailable, match=r"sabo-bench prepare prompt.*SABO_BENCH_PROMPT_DATA"):
+        study.make_problem(config)
+    # the command line prints the message, no traceback, exit status 2
+    rc = cli.main(["run", "prompt", "--params", str(path), "--runs-dir", str(tmp_path / "runs"), "--no-track",
+                   "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "error: no prepared data for task 'sst2'" in err and "Traceback" not in err
+
+
+def test_missing_backbone_stops_the_cli_with_its_message(study_params, tmp_path, capsys):
+    path, p = study_params
+    p["prompt"]["backbone"] = str(tmp_path / "no-such-model")
+    path.write_text(yaml.safe_dump(p))
+    study._backbone.cache_clear()
+    rc = cli.main(["run", "prompt", "--params", str(path), "--runs-dir", str(tmp_path / "runs"), "--no-track",
+                   "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Backbone" in err and "no-such-model" in err and "HF_HOME" in err
+
+
+def test_offline_profile_pipeline_commands_succeed_with_nothing_to_do(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(study.DATA_ENV, str(tmp_path / "data"))
+    args = ["--runs-dir", str(tmp_path / "runs")]
+    assert cli.main(["prepare", "prompt"]) == 0
+    assert read_json(tmp_path / "data" / "prepared.json")["prepared"] == []
+    assert cli.main(["run", "prompt", *args, "--no-track", "--quiet"]) == 1          # nothing to run is an error
+    assert cli.main(["run", "prompt", *args, "--no-track", "--quiet", "--allow-empty"]) == 0  # unless allowed
+    assert (tmp_path / "runs" / "prompt").is_dir()
+    assert cli.main(["report", "prompt", *args, "--out", str(tmp_path / "res"), "--no-track"]) == 0
+    md = (tmp_path / "res" / "prompt_tuning.md").read_text()
+    assert "No prompt run has been made here" in md and md.count("not run (a)") == 6 * (1 + 15 + 1 + 3)
