@@ -287,6 +287,37 @@ def test_interrupted_run_resumes_to_the_same_result(study_params, tmp_path):
     assert deterministic_part(resumed) == deterministic_part(whole)
 
 
+def test_records_are_tracked_with_their_test_metrics(study_params, tmp_path):
+    pytest.importorskip("mlflow")
+    from replication.tracking import Tracker
+
+    _, p = study_params
+    configs = [c for c in study.configs(p, seeds=[0]) if c.method in (study.ZERO_SHOT, "ingo")]
+    records = [execute(c, tmp_path / "runs") for c in configs]
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db")
+    assert all(tracker.log_record(r) for r in records)
+    client = tracker.client
+    exp = client.get_experiment_by_name("prompt")
+    for r in records:
+        run = client.search_runs([exp.experiment_id],
+                                 filter_string=f"tags.sabo_bench_config_hash = '{r['config_hash']}'")[0]
+        ev = r["result"]["final_evaluation"]
+        assert run.data.metrics["final_eval_test_metric_final"] == ev["test_metric_final"]
+        assert run.data.metrics["final_eval_test_metric_best_dev"] == ev["test_metric_best_dev"]
+        assert "f_best" not in run.data.metrics or r["config"]["method"] != study.ZERO_SHOT  # NaN: not logged
+
+
+def test_cuda_device_without_a_gpu_is_a_clear_error(study_params, tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    path, p = study_params
+    p["prompt"]["device"] = "cuda"
+    path.write_text(yaml.safe_dump(p))
+    rc = cli.main(["run", "prompt", "--params", str(path), "--runs-dir", str(tmp_path / "runs"), "--no-track",
+                   "--quiet"])
+    assert rc == 2 and "prompt.device is 'cuda' but torch sees no CUDA device" in capsys.readouterr().err
+
+
 def test_missing_prepared_data_is_a_clear_error(study_params, tmp_path, monkeypatch, capsys):
     path, p = study_params
     monkeypatch.setenv(study.DATA_ENV, str(tmp_path / "empty"))

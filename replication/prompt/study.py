@@ -28,6 +28,7 @@ from pathlib import Path
 
 import sabo
 from replication.config import RunConfig, method_params
+from replication.errors import ResourceUnavailable
 from replication.studies import active_profile
 
 STUDY = "prompt"
@@ -97,9 +98,15 @@ def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=
 
 @functools.lru_cache(maxsize=1)
 def _backbone(name: str, device: str):
+    import torch
+
     from .model import load_backbone
     from .soft_prompt import embedding_std
 
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ResourceUnavailable(f"prompt.device is {device!r} but torch sees no CUDA device (torch "
+                                  f"{torch.__version__}); run on a GPU machine, or set prompt.device: cpu "
+                                  "(fp32, far slower at RoBERTa-large's size)")
     model, tokenizer = load_backbone(name, device=device)
     return model, tokenizer, embedding_std(model.get_input_embeddings().weight)
 
