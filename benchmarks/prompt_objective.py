@@ -23,7 +23,10 @@ Models: ``small`` (random weights; hidden 128, 2 layers, 2 heads, intermediate 5
 vocabulary; for CPU runs) and ``roberta-large-shape`` (random weights, hidden 1024, 24 layers,
 16 heads, intermediate 4096, vocab 50265). Random weights run exactly the computation of the
 real model (same shapes, same kernels); the numbers are throughput only. On CUDA the objective
-uses bf16 autocast (weights fp32 unless ``--dtype bf16``); on CPU fp32.
+uses bf16 autocast (weights fp32 unless ``--dtype bf16``), as the study does; ``--no-autocast``
+computes in the weight dtype (``--dtype bf16 --no-autocast``: all bf16). On CPU fp32.
+``--compile`` wraps the encoder (not the embeddings, whose hook adds the prompts) in
+``torch.compile(dynamic=True)``; it applies to both modes.
 
 FLOP count (forward only, per forward pass of ``r`` rows padded to length ``L``; padding is
 counted because it is computed):
@@ -133,7 +136,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", choices=sorted(MODELS), default=None,
                     help="default: small on CPU, roberta-large-shape on CUDA")
-    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="weight dtype (CUDA: autocast bf16 either way)")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="weight dtype")
+    ap.add_argument("--no-autocast", action="store_true",
+                    help="compute in the weight dtype (default on CUDA: bf16 autocast, as the study runs)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the encoder (dynamic shapes; the embedding hook stays eager)")
     ap.add_argument("--n", type=int, default=100, help="candidates per generation")
     ap.add_argument("--d", type=int, default=500, help="intrinsic dimension")
     ap.add_argument("--examples", type=int, default=32, help="few-shot training examples")
@@ -162,6 +169,9 @@ def main(argv=None) -> dict:
 
     config = roberta_large_config(**MODELS[model_name])
     model = random_backbone(config, device, torch.bfloat16 if args.dtype == "bf16" else torch.float32, seed=args.seed)
+    autocast = cuda and not args.no_autocast
+    if args.compile:
+        model.roberta.encoder = torch.compile(model.roberta.encoder, dynamic=True)
     tokenizer = SimpleNamespace(pad_token_id=PAD, mask_token_id=MASK, bos_token_id=BOS, eos_token_id=EOS)
     proj = PromptProjection.from_model(model, args.d, seed=args.seed)
     Z = np.random.default_rng(args.seed).standard_normal((n, args.d))
@@ -170,7 +180,8 @@ def main(argv=None) -> dict:
 
     info = {"device": torch.cuda.get_device_name(device) if cuda else platform.processor() or platform.machine(),
             "torch": torch.__version__, "transformers": transformers.__version__, "model": model_name,
-            "weights": args.dtype, "compute": "bf16 autocast" if cuda else "fp32", "n": n, "d": args.d,
+            "weights": args.dtype, "compute": "bf16 autocast" if autocast else args.dtype,
+            "compiled_encoder": args.compile, "n": n, "d": args.d,
             "examples": args.examples, "threads": torch.get_num_threads(), "repeats": repeats,
             "loop_candidates": loop_n, "peak_tflops": args.peak_tflops,
             "encoder_params": sum(p.numel() for p in model.roberta.encoder.parameters())}
@@ -178,7 +189,7 @@ def main(argv=None) -> dict:
         info["matmul_bf16_tflops"] = matmul_reference(device, args.matmul_size)
     print(f"# {info['device']} | torch {info['torch']} | transformers {info['transformers']} | model {model_name} "
           f"({info['encoder_params'] / 1e6:.1f}M encoder params) | {info['compute']} | N = {n}, d = {args.d}, "
-          f"{args.examples} examples | threads {info['threads']}")
+          f"{args.examples} examples | threads {info['threads']}" + (" | compiled encoder" if args.compile else ""))
     if cuda:
         mm = info["matmul_bf16_tflops"]
         print(f"# reference: {args.matmul_size}^3 bf16 matmul {mm:.0f} TFLOP/s ({100 * mm / args.peak_tflops:.0f}% of "
@@ -189,11 +200,12 @@ def main(argv=None) -> dict:
         split = make_split(args.examples, WORKLOADS[wname], config.vocab_size, args.seed)
         real_tokens = float(split.lengths.sum())
         # BBT: one candidate, the whole training set in one forward
-        loop_obj = PromptObjective(model, tokenizer, split, None, LABEL_IDS, proj, chunk_rows=len(split))
+        loop_obj = PromptObjective(model, tokenizer, split, None, LABEL_IDS, proj, chunk_rows=len(split),
+                                   autocast=autocast)
         results = []
         for chunk in args.chunk_rows:
             obj = PromptObjective(model, tokenizer, split, None, LABEL_IDS, proj, chunk_rows=chunk or None,
-                                  example_block=args.example_block or None)
+                                  example_block=args.example_block or None, autocast=autocast)
             for _ in range(args.warmup):
                 obj.losses(Z)
             t = timed(lambda: obj.losses(Z), device, repeats)

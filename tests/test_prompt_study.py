@@ -62,9 +62,17 @@ def test_projection_seed_is_shared_by_methods_and_differs_across_seeds():
     cs = study.configs(with_profile("gpu"), functions=["mrpc"], settings=["d200"])
     by_seed = {}
     for c in cs:
-        by_seed.setdefault(c.seed, set()).add(c.problem_seed())
+        by_seed.setdefault(c.seed, set()).add(study.projection_seed(c))
     assert all(len(s) == 1 for s in by_seed.values())
     assert len({next(iter(s)) for s in by_seed.values()}) == 3
+    # the device and the precision do not change A; the task and d do
+    c = cs[0]
+    for key, value in (("device", "cpu"), ("weights", "bf16"), ("backbone", "/elsewhere/roberta-large")):
+        other = RunConfig.from_dict({**c.to_dict(), "problem": {**c.problem, key: value}})
+        assert study.projection_seed(other) == study.projection_seed(c)
+    for key, value in (("name", "rte"), ("dim", 500)):
+        other = RunConfig.from_dict({**c.to_dict(), "problem": {**c.problem, key: value}})
+        assert study.projection_seed(other) != study.projection_seed(c)
 
 
 def test_offline_profile_runs_nothing_and_filters_narrow():
@@ -305,6 +313,23 @@ def test_records_are_tracked_with_their_test_metrics(study_params, tmp_path):
         assert run.data.metrics["final_eval_test_metric_final"] == ev["test_metric_final"]
         assert run.data.metrics["final_eval_test_metric_best_dev"] == ev["test_metric_best_dev"]
         assert "f_best" not in run.data.metrics or r["config"]["method"] != study.ZERO_SHOT  # NaN: not logged
+
+
+def test_bf16_weights_compute_in_bf16_close_to_fp32(study_params):
+    _, p = study_params
+    config = next(c for c in study.configs(p) if c.method == "ingo")
+    assert config.problem["weights"] == "fp32"
+    bf16 = RunConfig.from_dict({**config.to_dict(), "problem": {**config.problem, "weights": "bf16"}})
+    assert bf16.hash != config.hash
+    Z = np.random.default_rng(0).standard_normal((3, 8)) * 3
+    ref = study.make_problem(config)
+    ref_loss = ref.objective(Z)
+    low = study.make_problem(bf16)
+    obj = low.prompt_objective
+    assert obj.model.dtype == torch.bfloat16 and obj.autocast is False
+    assert low.objective(Z) == pytest.approx(ref_loss, rel=3e-2)       # bf16 keeps ~3 significant digits
+    with pytest.raises(ValueError, match=r"prompt.weights must be one of \('fp32', 'bf16'\)"):
+        study.configs(with_profile("gpu", weights="fp16"))
 
 
 def test_cuda_device_without_a_gpu_is_a_clear_error(study_params, tmp_path, capsys):

@@ -239,7 +239,9 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     # the setup of the study the tables are about: the active profile, or the gpu profile when it runs nothing
     shown_name, shown = (profile, prof) if prof["tasks"] else ("gpu", p["profiles"].get("gpu", prof))
     md += ["## Setup", "",
-           f"Backbone `{p['backbone']}` on `{p['device']}` (bf16 autocast on CUDA). BBT's setup: 50 soft-prompt "
+           f"Backbone `{p['backbone']}` on `{p['device']}`, "
+           + ("fp32 weights with bf16 autocast on CUDA. " if p["weights"] == "fp32" else "weights and compute in bf16. ")
+           + "BBT's setup: 50 soft-prompt "
            "tokens added to the embedding output at positions 1..50, p = A z with A ~ N(0, sigma_e^2 / d), "
            f"templates and label words of BBT, k = {p['k_shot']} examples per class for train and for dev, "
            f"inputs over {p['max_length']} tokens dropped. Objective: cross-entropy over the label words on the "
