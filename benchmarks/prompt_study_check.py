@@ -8,8 +8,9 @@ Builds, in a temporary directory: a byte-level BPE tokenizer with RoBERTa's spec
 over that vocabulary, saved with ``save_pretrained``; SST-2-schema sentences (``--per-class`` per
 class), prepared with BBT's few-shot split (k = 16). Then it runs the study's ``smoke`` profile
 from ``params.yaml`` (SST-2, d = 200, one seed, CMA-ES / INGO / SABO grids and the zero-shot
-row) through ``sabo-bench run prompt`` and ``sabo-bench report prompt``, with the backbone and
-the device replaced, and prints per-run wall times and seconds per iteration.
+row) through ``sabo-bench run prompt`` and ``sabo-bench report prompt``, with the backbone, the
+device and the precision (``--weights``) replaced, and prints per-run wall times and seconds per
+iteration.
 
 What it checks: the whole path a GPU run takes (loading from a local directory, encoding once,
 the batched objective under bf16 autocast, metrics and best-dev tracking every iteration, the
@@ -52,6 +53,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", choices=sorted(SHAPES), default="small")
+    ap.add_argument("--weights", choices=["fp32", "bf16"], default="fp32", help="prompt.weights (precision)")
     ap.add_argument("--iterations", type=int, default=None, help="override the smoke profile's T")
     ap.add_argument("--per-class", type=int, default=64, help="made-up training sentences per class")
     ap.add_argument("--out", default=None, help="copy the report here")
@@ -80,7 +82,8 @@ def main(argv=None) -> int:
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     p = params["prompt"]
-    p.update(profile="smoke", backbone=str(work / "model"), device=args.device, placeholder_offset=100)
+    p.update(profile="smoke", backbone=str(work / "model"), device=args.device, placeholder_offset=100,
+             weights=args.weights)
     if args.iterations is not None:
         p["profiles"]["smoke"]["iterations"] = args.iterations
     (work / "params.yaml").write_text(yaml.safe_dump(params))
@@ -91,7 +94,8 @@ def main(argv=None) -> int:
     if rc != 0:
         return rc
     records = [read_json(path) for path in sorted((work / "runs").rglob("*.json"))]
-    print(f"# {len(records)} runs in {wall:.1f} s on {torch.cuda.get_device_name() if args.device == 'cuda' else args.device}")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else args.device
+    print(f"# {len(records)} runs in {wall:.1f} s on {where}, weights {args.weights}")
     # random weights: the prompt (scale sigma_e, added after the embedding LayerNorm) moves the loss
     # only slightly, hence the change is printed rather than the two values
     print(f"{'method':<10} {'params':<22} {'T':>3} {'wall s':>8} {'s/iter':>8} {'train loss':>10} {'change':>10} "
