@@ -4,15 +4,14 @@ Per run: one task (SST-2, Yelp P., AG News, MRPC, RTE, SNLI), one dimension d, o
 with one hyperparameter configuration, one seed. The seed selects BBT's few-shot split
 (``data/prompt/<task>/seed<seed>``, written by ``sabo-bench prepare prompt``) and, with the
 task and d, the projection A (:func:`projection_seed`: shared by all methods, independent of
-the device and precision). The optimizer minimises
-the cross-entropy on the few-shot training set for T iterations from mu0 = 0, Sigma0 = I with
-N candidates per ask. Recorded on the curve (every iteration at T = 100): training and dev loss
+the device and precision). The optimizer minimises the cross-entropy on the few-shot training
+set for T iterations from mu0 = 0, Sigma0 = I with N candidates per ask. Recorded on the curve (every iteration at T = 100): training and dev loss
 and metric of the mean; at the end: the test metric of the final mean and of the best-dev mean.
 The zero-shot row is a ``max_iter = 0`` run per task (method ``zero_shot``): the template
 without prompt slots, evaluated once.
 
-Choices the paper leaves open, all in ``params.yaml`` and in every config: which prompt is
-reported (``selection``: ``best_dev``, the mean with the best dev metric over the run, or
+Choices the paper leaves open, all in ``params.yaml`` (those that change a run also in its
+config; the selection rules only in the report): which prompt is reported (``selection``: ``best_dev``, the mean with the best dev metric over the run, or
 ``final``, the last mean; both are recorded), how the grid is searched (the configuration with
 the best mean dev metric over seeds, under the same selection rule), the seeds, the device and
 precision (``weights: fp32`` with bf16 autocast on CUDA, the default; ``weights: bf16`` computes
