@@ -171,12 +171,18 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         "final": curve.last(),
         "curve": curve.columns,
         "stats": jsonable(opt.stats),
+        **_final_evaluation(problem, opt.mean),
     }
-    if hasattr(problem, "final_evaluation"):
-        result["final_evaluation"] = jsonable(problem.final_evaluation(opt.mean))
     record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes)
     ckpt.unlink(missing_ok=True)
     return record
+
+
+def _final_evaluation(problem, mean) -> dict:
+    """``{"final_evaluation": ...}`` for a problem that has the optional hook, else nothing."""
+    if not hasattr(problem, "final_evaluation"):
+        return {}
+    return {"final_evaluation": jsonable(problem.final_evaluation(mean))}
 
 
 def _evaluate_only(config: RunConfig, problem, runs_dir) -> dict:
@@ -186,9 +192,7 @@ def _evaluate_only(config: RunConfig, problem, runs_dir) -> dict:
     curve.add(0, 0, float("nan"), problem.metrics(problem.x0))
     result = {"status": "completed", "message": "evaluation at x0 (max_iter = 0, no optimizer)",
               "seeds": {"problem": config.problem_seed()}, "evals_per_iteration": 0,
-              "final": curve.last(), "curve": curve.columns, "stats": {}}
-    if hasattr(problem, "final_evaluation"):
-        result["final_evaluation"] = jsonable(problem.final_evaluation(problem.x0))
+              "final": curve.last(), "curve": curve.columns, "stats": {}, **_final_evaluation(problem, problem.x0)}
     return _write_record(config, runs_dir, result, started, time.perf_counter() - t0, 0)
 
 

@@ -5,14 +5,16 @@ with one hyperparameter configuration, one seed. The seed selects BBT's few-shot
 (``data/prompt/<task>/seed<seed>``, written by ``sabo-bench prepare prompt``) and, with the
 task and d, the projection A (:func:`projection_seed`: shared by all methods, independent of
 the device and precision). The optimizer minimises the cross-entropy on the few-shot training
-set for T iterations from mu0 = 0, Sigma0 = I with N candidates per ask. Recorded on the curve (every iteration at T = 100): training and dev loss
-and metric of the mean; at the end: the test metric of the final mean and of the best-dev mean.
+set for T iterations from mu0 = 0, Sigma0 = I with N candidates per ask. Recorded on the curve
+(every iteration at T = 100): training and dev loss and metric of the mean; at the end: the test
+metric of the final mean and of the best-dev mean.
 The zero-shot row is a ``max_iter = 0`` run per task (method ``zero_shot``): the template
 without prompt slots, evaluated once.
 
 Choices the paper leaves open, all in ``params.yaml`` (those that change a run also in its
-config; the selection rules only in the report): which prompt is reported (``selection``: ``best_dev``, the mean with the best dev metric over the run, or
-``final``, the last mean; both are recorded), how the grid is searched (the configuration with
+config; the selection rules only in the report): which prompt is reported (``selection``:
+``best_dev``, the mean with the best dev metric over the run, or ``final``, the last mean; both
+are recorded), how the grid is searched (the configuration with
 the best mean dev metric over seeds, under the same selection rule), the seeds, the device and
 precision (``weights: fp32`` with bf16 autocast on CUDA, the default; ``weights: bf16`` computes
 everything in bf16, about 20-27% faster on an H200 -- see the README's benchmark table).
@@ -37,6 +39,7 @@ ZERO_SHOT = "zero_shot"
 DATA_ENV = "SABO_BENCH_PROMPT_DATA"
 DEFAULT_DATA_DIR = "data/prompt"
 SELECTIONS = ("best_dev", "final")
+WEIGHTS = ("fp32", "bf16")
 
 
 def data_dir() -> Path:
@@ -56,9 +59,6 @@ def _profile(params: dict) -> tuple[str, dict]:
         raise ValueError(f"prompt.profiles.{name}.methods names unknown method(s) {sorted(unknown)}; "
                          f"known: {sorted(p['methods'])}")
     return name, prof
-
-
-WEIGHTS = ("fp32", "bf16")
 
 
 def _problem(p: dict, task: str, dim: int) -> dict:
@@ -190,10 +190,9 @@ def prepare(params: dict) -> list[str]:
     for task in prof["tasks"]:
         for seed in prof["seeds"]:
             manifest = task_dir(task, int(seed)) / MANIFEST_NAME
-            if manifest.exists() and read_json(manifest)["k"] == k:
-                found = read_json(manifest)
-                state = "cached"
-            else:
+            found = read_json(manifest) if manifest.exists() else None
+            state = "cached"
+            if found is None or found["k"] != k:
                 found = prepare_task(task, int(seed), data_dir(), k=k)
                 state = "written"
             prepared.append({"task": task, "seed": int(seed), "sizes": found["sizes"]})
@@ -210,7 +209,9 @@ def prepare(params: dict) -> list[str]:
 
 def cost(config: RunConfig) -> float:
     """Relative cost: forward passes over N x (few-shot train size) sequences per ask."""
-    n_classes = {"ag_news": 4, "snli": 3}.get(config.problem["name"], 2)
+    from .tasks import get_task
+
+    n_classes = get_task(config.problem["name"]).n_classes  # few-shot train size = k x classes
     rounds = 2.0 if config.params.get("optimizer", config.method) == "sabo" else 1.0
     return max(1, config.budget["max_iter"]) * config.params.get("popsize", 1) * n_classes * rounds
 
