@@ -16,7 +16,8 @@ from .cmaes import CMAES
 from .ingo import INGO
 from .mmes import MMES
 
-REGISTRY = {"sabo": SABO, "ingo": INGO, "bes": BES, "cmaes": CMAES, "mmes": MMES}
+#: Every method by its registry name (each class's ``name``, which also identifies its saved states).
+REGISTRY = {cls.name: cls for cls in (SABO, INGO, BES, CMAES, MMES)}
 
 
 def parameters(name: str) -> list[str]:

@@ -24,7 +24,8 @@ import numpy as np
 
 from sabo.gaussian_search import default_popsize
 from sabo.protocol import AskTellOptimizer
-from sabo.schedules import as_schedule
+from sabo.schedules import as_schedule, schedule_mapping
+from sabo.state import Array
 from sabo.validation import check_positive, check_x0
 
 
@@ -51,6 +52,12 @@ class BES(AskTellOptimizer):
         See :class:`sabo.protocol.AskTellOptimizer`.
     """
 
+    name = "bes"
+    _STATE_FIELDS = (
+        Array("x", lambda o: (o._dim,)),
+        Array("eps", lambda o: (o._popsize, o._dim), optional=True),  # directions of the last ask
+    ) + AskTellOptimizer._STATE_FIELDS
+
     def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, spacing=1.0, seed=None, *, nonfinite="raise"):
         x0 = check_x0(x0)
         super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
@@ -60,6 +67,18 @@ class BES(AskTellOptimizer):
         self._x = self._x0.copy()
         self._eps: np.ndarray | None = None
         self._stats["lr"] = np.nan
+
+    def _config(self) -> dict:
+        return {**super()._config(), "lr": schedule_mapping(self._lr), "spacing": self._spacing}
+
+    def _ask_rows(self) -> int:
+        return self._popsize + 1
+
+    def _finish_restore(self) -> None:
+        if self._pending is not None and self._eps is None:
+            raise ValueError("state['state']['eps'] is None while an ask is pending: the update needs its directions")
+        if self._eps is not None and not np.all(np.abs(self._eps) == 1.0):
+            raise ValueError("state['state']['eps'] must contain only -1 and +1 (Rademacher directions)")
 
     @property
     def mean(self) -> np.ndarray:

@@ -36,6 +36,19 @@ consistency check, ``integer_variables``, a custom ``CMA_sampler``, and a numeri
 ``CMA_diagonal``, whose switch to full covariance builds a sampler without ``randn``) are
 closed by rejecting those options.
 
+Save and restore (``state_dict``/``from_state_dict``) work by *replay*. A pycma object cannot
+be stored as data, and pycma evaluates string-valued options with ``eval()``, so neither a
+pycma object nor a string option ever comes from a saved state. The state holds the
+constructor arguments (``x0``, ``sigma0``, ``popsize``, ``seed``, and ``options`` as JSON-like
+data: saving or restoring string-valued options raises ``ValueError``), the values told in
+every completed iteration (a ``(nit, popsize)`` array), the counters, best point, ``stats``,
+the pending population (if any), the RNG state and pycma's mean after the last tell.
+``from_state_dict`` builds a fresh optimizer from the arguments and asks/tells the saved
+values again; the replayed RNG state, mean and pending population must equal the saved
+ones exactly ("replay did not reproduce the saved state" otherwise). Cost: restoring takes
+the optimizer's own time of the run so far (pycma's sampling and updates, no objective
+calls), and the state grows by ``popsize`` floats per iteration.
+
 Deviations: none in the algorithm; only the source of random numbers is changed (the
 optimizer's own ``numpy.random.Generator`` instead of NumPy's global state). pycma's
 termination conditions are recorded in ``stats["stop"]`` but never acted on: the caller's
@@ -49,6 +62,7 @@ import cma
 import numpy as np
 
 from sabo.protocol import AskTellOptimizer
+from sabo.state import Array, to_data, tree_equal
 from sabo.validation import check_x0
 
 # pycma option -> why it may not be passed through ``options``
@@ -77,8 +91,8 @@ def default_popsize(dim: int) -> int:
 class GeneratorNormal:
     """pycma's ``randn(*shape)`` drawing from a ``numpy.random.Generator``.
 
-    A plain object (not a bound method) so that it pickles and so that
-    :meth:`CMAES._on_restore` can point it at the restored optimizer's generator.
+    A plain object (not a bound method), so that ``copy.deepcopy`` of an optimizer gives a
+    copy that draws from the copied generator.
     """
 
     def __init__(self, rng: np.random.Generator):
@@ -112,11 +126,18 @@ class CMAES(AskTellOptimizer):
     size ``sigma`` and its termination conditions ``stop`` (``{}`` when none holds).
     """
 
+    name = "cmaes"
+    _STATE_FIELDS = (
+        Array("told", lambda o: (None, o._popsize), attr="_told_values"),  # one row per completed iteration
+        Array("mean_after_tell", lambda o: (o._dim,)),
+    ) + AskTellOptimizer._STATE_FIELDS
+
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, options=None, nonfinite="raise"):
         x0 = check_x0(x0)
         super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         opts = self._checked_options(options)
+        self._options = copy.deepcopy(opts)
         sigma_scalar = float(np.max(self._sigma0))
         if np.any(self._sigma0 != sigma_scalar):
             opts["CMA_stds"] = self._sigma0 / sigma_scalar
@@ -130,6 +151,8 @@ class CMAES(AskTellOptimizer):
                              "diagonal iterations pycma switches to a full-covariance sampler that draws from "
                              "NumPy's global RNG")
         self._stats.update(sigma=float(self._es.sigma), stop={})
+        self._told: list[np.ndarray] = []  # values of every completed tell, replayed on restore
+        self._mean_after_tell = np.array(self._es.mean, dtype=np.float64)
 
     @staticmethod
     def _checked_options(options) -> dict:
@@ -186,17 +209,87 @@ class CMAES(AskTellOptimizer):
             np.random.set_state(global_state)  # TPA's consistency check draws from it (d >= 300)
         self._require_finite(mean=es.mean, sigma=es.sigma)
         self._es = es
+        self._told.append(values.copy())
+        self._mean_after_tell = np.array(es.mean, dtype=np.float64)
         self._nit += 1
         self._stats["sigma"] = float(es.sigma)
         self._stats["stop"] = dict(es.stop())
 
-    def _on_restore(self) -> None:
-        """Point pycma's sampler at the restored generator.
+    # ------------------------------------------------------------------ save / restore (replay)
+    @property
+    def _told_values(self) -> np.ndarray:
+        """The told values as a (nit, popsize) array (saved as the state's ``told``)."""
+        return np.array(self._told, dtype=np.float64).reshape(len(self._told), self._popsize)
 
-        ``state_dict`` deep-copies the pycma object on its own, so the saved copy carries a
-        stale clone of the generator; pycma holds one :class:`GeneratorNormal`, shared by
-        its options and its sampler, which is re-linked here.
+    @_told_values.setter
+    def _told_values(self, values: np.ndarray) -> None:
+        self._told = list(values)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "options": _options_as_data(self._options, "options")}
+
+    @classmethod
+    def _check_config(cls, config: dict) -> None:
+        """Refuse string-valued options from a saved state: pycma would ``eval()`` them."""
+        _options_as_data(config["options"], "state['config']['options']")
+
+    def _finish_restore(self) -> None:
+        if len(self._told) != self._nit:
+            raise ValueError(f"state['state']['told'] must have one row per completed iteration: nit = {self._nit}, "
+                             f"got {len(self._told)} rows")
+
+    def _adopt_rng(self, rng: np.random.Generator) -> None:
+        """Rebuild pycma's state by replaying every saved tell on the freshly built optimizer.
+
+        The constructor seeded ``self._rng`` from the saved seed; asking and telling the saved
+        values again makes pycma draw and update exactly as in the original run. The replayed
+        generator state, mean and pending population must then equal the saved ones bit for
+        bit, or the state is refused.
         """
-        randn = self._es.opts["randn"]
-        assert self._es.sm.randn is randn, "pycma's sampler no longer shares opts['randn']"
-        randn.rng = self._rng
+        saved = {k: getattr(self, k) for k in ("_nit", "_nfev", "_f_best", "_x_best", "_pending", "_stats")}
+        told, mean = self._told, self._mean_after_tell
+        self._told, self._nit = [], 0
+        try:
+            for values in told:
+                self._pending = self._ask()
+                self._tell(values)
+            pending = self._ask() if saved["_pending"] is not None else None
+        except (ValueError, FloatingPointError, ArithmeticError) as exc:
+            raise ValueError(f"replay did not reproduce the saved state: pycma failed ({type(exc).__name__}: {exc})") from exc
+        mismatch = [what for what, same in (
+            ("random generator", tree_equal(to_data(self._rng.bit_generator.state), to_data(rng.bit_generator.state))
+             and type(self._rng.bit_generator) is type(rng.bit_generator)),
+            ("mean", np.array_equal(self._es.mean, mean)),
+            ("pending population", pending is None or np.array_equal(pending, saved["_pending"], equal_nan=True)),
+        ) if not same]
+        if mismatch:
+            raise ValueError(f"replay did not reproduce the saved state ({', '.join(mismatch)} differ)")
+        for k, v in saved.items():
+            setattr(self, k, v)
+
+
+def _options_as_data(options: dict, where: str) -> dict:
+    """pycma options as a state tree; string values (anywhere) are refused.
+
+    pycma evaluates string-valued options with ``eval()``, so a state may never carry one:
+    saving refuses them (pass the evaluated value to ``options`` instead) and so does
+    restoring.
+    """
+    def walk(value, at):
+        if isinstance(value, (str, bytes)):
+            raise ValueError(f"{at} is a string ({value!r}); pycma evaluates string-valued options with eval(), "
+                             "so they cannot be saved in or restored from an optimizer state; "
+                             "give the value itself (e.g. a number) instead")
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{at}[{k!r}]")
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{at}[{i}]")
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "USO":
+            raise ValueError(f"{at} is an array of dtype {value.dtype}; only numeric options can be saved")
+
+    if not isinstance(options, dict):
+        raise ValueError(f"{where} must be a dict (got {type(options).__name__})")
+    walk(options, where)
+    return to_data(options, where)

@@ -35,6 +35,8 @@ class INGO(GaussianSearch):
     N rows (N + 1 with ``baseline="center"``).
     """
 
+    name = "ingo"
+
     def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *,
                  baseline="mean", shaping="zscore", precision_floor=0.05, nonfinite="raise"):
         super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline,

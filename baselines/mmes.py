@@ -88,6 +88,8 @@ Deviations (choices the paper leaves open, and differences from the reference co
   mirror; an odd user-given N is accepted and its last row is an unpaired sample.
 * c_a = min(3.8/d, 0.5): for d <= 7 the formula gives c_a >= 0.54 (>= 1 for d <= 3, where
   gamma would be meaningless); the paper targets d >= 100 and leaves small d open.
+* Restarts stop doubling the population once it would exceed the suite's population limits
+  (``sabo.protocol.MAX_POPSIZE``, ``MAX_POPULATION_ELEMENTS``); later restarts keep its size.
 * Restart criteria, and restarting from x0 rather than a random point of a box (this interface
   has no box), are our choices; the paper's large-scale experiments do not restart.
 """
@@ -97,7 +99,8 @@ import math
 
 import numpy as np
 
-from sabo.protocol import AskTellOptimizer
+from sabo.protocol import MAX_POPSIZE, MAX_POPULATION_ELEMENTS, AskTellOptimizer
+from sabo.state import Array, Integer, Real
 from sabo.validation import check_in_interval, check_int, check_x0
 
 RESTART_SIGMA_RATIO = 1e-12
@@ -144,6 +147,22 @@ class MMES(AskTellOptimizer):
         IPOP-style restarts with population doubling (default off: fixed population).
     """
 
+    name = "mmes"
+    _STATE_FIELDS = (
+        Integer("popsize", minimum=2, maximum=lambda o: min(MAX_POPSIZE, MAX_POPULATION_ELEMENTS // o._dim)),
+        Array("mean", lambda o: (o._dim,)),
+        Real("sigma", positive=True),
+        Array("path", lambda o: (o._dim,)),
+        Array("archive", lambda o: (o._m, o._dim)),
+        Array("archive_gen", lambda o: (o._m,), integer=True, minimum=0),
+        Integer("n_stored", maximum=lambda o: o._m),
+        Real("pta_s"),
+        Array("prev_sorted", lambda o: (None,)),
+        Integer("gen"),
+        Array("run_best_hist", lambda o: (None,)),
+        Array("z", lambda o: (o._popsize, o._dim), optional=True),  # mutations of the last ask
+    ) + AskTellOptimizer._STATE_FIELDS
+
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, n_paths=None, c_c=None,
                  mixing_strength=4, c_s=0.3, target_significance=0.05, restarts=False,
                  nonfinite="raise"):
@@ -163,6 +182,7 @@ class MMES(AskTellOptimizer):
         self._c_a = min(3.8 / d, 0.5)
         self._sigma_init = float(np.max(self._sigma0))
         self._scale = self._sigma0 / self._sigma_init  # fixed diagonal D (all ones for scalar sigma0)
+        self._popsize_init = self._popsize
         self._stats.update(sigma=self._sigma_init, pta_z=np.nan, pta_statistic=0.0, n_paths_stored=0,
                            restarts=0, popsize=self._popsize)
         self._reset_run(self._popsize)
@@ -185,6 +205,25 @@ class MMES(AskTellOptimizer):
         self._gen = 0  # generations of the current run
         self._run_best_hist = np.empty(0)  # best-so-far value of the run after each generation
         self._z: np.ndarray | None = None
+
+    def _config(self) -> dict:
+        return {**super()._config(), "popsize": self._popsize_init, "n_paths": self._m, "c_c": self._c_c,
+                "mixing_strength": self._l, "c_s": self._c_s, "target_significance": self._a_z,
+                "restarts": self._restarts}
+
+    def _finish_restore(self) -> None:
+        """Recompute what depends on the restored popsize; check the sizes that depend on it."""
+        self._weights = recombination_weights(self._popsize)
+        self._mu_eff = float(1.0 / np.sum(self._weights**2))
+        if self._prev_sorted.size not in (0, self._weights.size):
+            raise ValueError(f"state['state']['prev_sorted'] must have 0 or popsize // 2 = {self._weights.size} "
+                             f"entries (got {self._prev_sorted.size})")
+        window = 10 + math.ceil(30 * self._dim / self._popsize)
+        if self._run_best_hist.size > window + 1:
+            raise ValueError(f"state['state']['run_best_hist'] must have at most {window + 1} entries "
+                             f"(got {self._run_best_hist.size})")
+        if self._pending is not None and self._z is None:
+            raise ValueError("state['state']['z'] is None while an ask is pending: the update needs its mutations")
 
     @property
     def mean(self) -> np.ndarray:
@@ -275,7 +314,9 @@ class MMES(AskTellOptimizer):
         self._nit += 1
         self._stats.update(sigma=sigma_new, pta_z=pta_z, pta_statistic=s_new, n_paths_stored=k)
         if self._restarts and self._should_restart():
-            self._reset_run(2 * self._popsize)
+            doubled = 2 * self._popsize
+            fits = doubled <= MAX_POPSIZE and doubled * self._dim <= MAX_POPULATION_ELEMENTS
+            self._reset_run(doubled if fits else self._popsize)
             self._stats["restarts"] += 1
             self._stats.update(sigma=self._sigma, pta_statistic=0.0, n_paths_stored=0)
         self._stats["popsize"] = self._popsize

@@ -22,10 +22,11 @@ from .protocol import AskTellOptimizer, NonFiniteValueError
 from .gaussian_search import GaussianSearch, default_popsize
 from .sabo import SABO
 from .schedules import Constant, InvSqrt
+from . import serialization
 
 __all__ = [
     "SABO", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult", "minimize", "run", "default_popsize",
     "DiagonalGaussian", "kl_diag_gaussians", "search_gradients", "utilities",
     "closed_form_lambda", "exact_lambda", "perturbation_from_lambda", "perturbation_kl",
-    "Constant", "InvSqrt",
+    "Constant", "InvSqrt", "serialization",
 ]

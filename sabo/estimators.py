@@ -48,10 +48,35 @@ def utilities(values: np.ndarray, centre_value: float | None, *, baseline: str, 
     b is ``centre_value`` (``baseline="center"``) or the population mean of h(f)
     (``baseline="mean"``); s is 1 for ``"none"`` and the sample standard deviation (ddof=1)
     of h(f) otherwise. A population of identical values has s = 0 and gets u = 0.
+
+    Z-scores are computed without overflow at any magnitude: see :func:`shaped_utilities`,
+    which also reports when they cannot be formed at all and rank shaping is used instead.
+    """
+    return shaped_utilities(values, centre_value, baseline=baseline, shaping=shaping)[0]
+
+
+def shaped_utilities(values: np.ndarray, centre_value: float | None, *, baseline: str,
+                     shaping: str) -> tuple[np.ndarray, bool]:
+    """:func:`utilities`, plus whether z-score shaping had to fall back to rank shaping.
+
+    The sample variance squares the deviations, which overflows once they exceed about
+    1e154 (all utilities would then be ``u / inf = 0`` and the optimizer would freeze) and
+    loses precision in subnormals below about 1e-154. Since z-scores are scale invariant,
+    ``"zscore"`` first multiplies values (and the centre value) by 2^-k, with 2^k the binary
+    order of magnitude of max |f|: a power-of-two scaling is exact, so the result equals the
+    unscaled formula bit for bit wherever that formula does not overflow, and is the exact
+    z-score up to rounding everywhere else. Only when no finite z-scores exist (non-finite
+    values, or a centre value so far from the population that even the scaled difference
+    overflows) are rank utilities returned, with ``True`` as the second element.
     """
     f = np.asarray(values, dtype=np.float64)
     if baseline == "center" and centre_value is None:
         raise ValueError("baseline='center' needs the value at the mean (centre_value)")
+    if shaping == "zscore":
+        u = _zscores(f, centre_value, baseline)
+        if u is not None:
+            return u, False
+        return shaped_utilities(f, centre_value, baseline=baseline, shaping="rank")[0], True
     if shaping == "rank":
         h = rankdata(f) - 1.0
         if baseline == "mean":
@@ -63,8 +88,26 @@ def utilities(values: np.ndarray, centre_value: float | None, *, baseline: str, 
         h_b = f.mean() if baseline == "mean" else float(centre_value)
     u = h - h_b
     if shaping == "none":
-        return u
+        return u, False
     scale = h.std(ddof=1)
+    if scale == 0.0:
+        return np.zeros_like(u), False
+    return u / scale, False
+
+
+def _zscores(f: np.ndarray, centre_value: float | None, baseline: str) -> np.ndarray | None:
+    """Overflow-free ``(f - b) / std(f, ddof=1)`` (see :func:`shaped_utilities`); ``None`` if not finite."""
+    if not np.all(np.isfinite(f)):
+        return None
+    peak = float(np.max(np.abs(f))) if f.size else 0.0
+    k = int(np.frexp(peak)[1]) if peak > 0.0 else 0  # peak = m 2^k with m in [0.5, 1)
+    h = np.ldexp(f, -k)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h_b = h.mean() if baseline == "mean" else np.ldexp(float(centre_value), -k)
+        u = h - h_b
+        scale = h.std(ddof=1)
+    if not (np.isfinite(scale) and np.all(np.isfinite(u))):
+        return None
     if scale == 0.0:
         return np.zeros_like(u)
     return u / scale

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .estimators import BASELINES, SHAPINGS, utilities
+from .estimators import BASELINES, SHAPINGS, shaped_utilities
 from .protocol import AskTellOptimizer
 from .safeguard import clamp_precision_ratio
-from .schedules import as_schedule
+from .schedules import as_schedule, schedule_mapping
+from .state import Array
 from .validation import check_choice, check_in_interval, check_x0
 
 
@@ -35,7 +36,25 @@ class GaussianSearch(AskTellOptimizer):
         self._mu = self._x0.copy()
         self._sigma2 = self._sigma0**2
         self._z: np.ndarray | None = None
-        self._stats.update(safeguard_update=0, safeguard_update_coords=0, flat_populations=0, lr=np.nan)
+        self._stats.update(safeguard_update=0, safeguard_update_coords=0, flat_populations=0,
+                           zscore_rank_fallback=0, lr=np.nan)
+
+    _STATE_FIELDS = (
+        Array("mu", lambda o: (o._dim,)),
+        Array("sigma2", lambda o: (o._dim,), positive=True),
+        Array("z", lambda o: (o._popsize, o._dim), optional=True),  # draws of the last ask
+    ) + AskTellOptimizer._STATE_FIELDS
+
+    def _config(self) -> dict:
+        return {**super()._config(), "lr": schedule_mapping(self._lr), "baseline": self._baseline,
+                "shaping": self._shaping, "precision_floor": self._floor}
+
+    def _ask_rows(self) -> int:
+        return self.population_rows
+
+    def _finish_restore(self) -> None:
+        if self._pending is not None and self._z is None:
+            raise ValueError("state['state']['z'] is None while an ask is pending: the update needs its draws")
 
     @property
     def mean(self) -> np.ndarray:
@@ -61,7 +80,8 @@ class GaussianSearch(AskTellOptimizer):
     def _utilities(self, values: np.ndarray) -> np.ndarray:
         n = self._popsize
         centre = values[n] if self._baseline == "center" else None
-        u = utilities(values[:n], centre, baseline=self._baseline, shaping=self._shaping)
+        u, fell_back = shaped_utilities(values[:n], centre, baseline=self._baseline, shaping=self._shaping)
+        self._stats["zscore_rank_fallback"] += fell_back
         if not np.any(u):
             self._stats["flat_populations"] += 1
         return u

@@ -56,6 +56,11 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
     The run stops before an ask whose evaluation (plus the final evaluation of ``x``) would
     exceed ``max_nfev``, after ``max_iter`` iterations, or when ``callback(opt)`` returns a
     true value (checked after every completed iteration).
+
+    ``fun`` must not modify its argument: an objective that changes ``X`` in place raises
+    ``ValueError`` saying so. ``run`` detects this rather than passing ``fun`` a private copy,
+    because the values of a modified ``X`` may belong to the modified points, and silently
+    telling them for the sampled ones would corrupt the search without a trace.
     """
     if max_iter is None and max_nfev is None:
         raise ValueError("give at least one of max_iter and max_nfev")
@@ -72,7 +77,12 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
             status = 1
             break
         nit_before = opt.nit
-        opt.tell(X, _evaluate(fun, X))
+        values = _evaluate(fun, X)
+        if not np.array_equal(X, opt.ask(), equal_nan=True):  # ask() again: the unchanged pending population
+            raise ValueError("fun modified its input array X in place; the values it returned may belong to "
+                             "the modified points, not to the population the optimizer sampled. Copy X inside "
+                             "fun before changing it (e.g. X = X.copy()).")
+        opt.tell(X, values)
         if opt.nit > nit_before:
             record = {"nit": opt.nit, "nfev": opt.nfev, "f_best": opt.f_best}
             if record_mean:

@@ -14,17 +14,44 @@ Subclasses implement ``_ask()`` (return the next population, float64 ``(n, d)``)
 ``_tell(values)`` (update from the values of the pending population). ``_tell`` must
 compute the new state in temporaries and assign it only after
 :meth:`_require_finite` has accepted it, so a failed update leaves the optimizer as it was.
+
+Saved states are data only (:meth:`AskTellOptimizer.state_dict`, :mod:`sabo.serialization`):
+restoring finds the class through the registry :data:`OPTIMIZERS` and validates every entry
+(:mod:`sabo.state`), so a checkpoint file can neither name code to import nor smuggle objects.
 """
 from __future__ import annotations
 
 import copy
-import importlib
+import inspect
 
 import numpy as np
 
-from .validation import check_choice, check_int, check_seed, check_sigma0, check_x0
+from .state import Array, Integer, Real, Stats, check_keys, check_tree, to_data, tree_equal
+from .validation import as_real_array, check_choice, check_int, check_seed, check_sigma0, check_x0
 
 NONFINITE_POLICIES = ("raise", "worst")
+
+#: Population-size limits of every optimizer: at most ``MAX_POPSIZE`` candidates per
+#: population and at most ``MAX_POPULATION_ELEMENTS`` numbers (popsize * d) in one population
+#: array, i.e. 2 GiB of float64. Each optimizer holds a few arrays of that size (samples,
+#: population, pending copy), and pycma builds Python lists of length popsize; beyond these
+#: limits construction would hang or exhaust memory instead of failing with a message.
+MAX_POPSIZE = 10**6
+MAX_POPULATION_ELEMENTS = 2**28
+
+#: Version of the layout written by :meth:`AskTellOptimizer.state_dict`.
+STATE_FORMAT = 2
+
+#: Registry of optimizer classes by their ``name`` (filled by ``AskTellOptimizer.__init_subclass__``);
+#: the only way :meth:`AskTellOptimizer.from_state_dict` turns a saved name into a class.
+OPTIMIZERS: dict[str, type] = {}
+
+#: Bit generators a saved random state may name, mapped to their NumPy classes (an explicit
+#: table: a name read from a file is never looked up as an arbitrary attribute).
+BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,
+                  "Philox": np.random.Philox, "SFC64": np.random.SFC64}
+
+_STATE_KEYS = ("format", "optimizer", "config", "state", "rng")
 
 
 class NonFiniteValueError(ValueError):
@@ -41,7 +68,8 @@ class AskTellOptimizer:
     sigma0 : float or array_like, shape (d,)
         Initial standard deviation per coordinate (> 0); the covariance is ``diag(sigma0**2)``.
     popsize : int
-        Number of sampled candidates per population (>= 2).
+        Number of sampled candidates per population, in [2, :data:`MAX_POPSIZE`], with
+        popsize * d <= :data:`MAX_POPULATION_ELEMENTS`.
     seed : int or None
         Seed of the optimizer's own ``numpy.random.Generator``; ``None`` draws OS entropy and
         records it in ``opt.seed``. Global NumPy random state is never touched.
@@ -49,13 +77,36 @@ class AskTellOptimizer:
         What ``tell`` does with NaN/inf values: raise a ``ValueError`` naming the offending
         candidate indices (default), or replace them by the worst finite value of the same
         population (each replacement counted in ``stats["nonfinite_replaced"]``).
+
+    A concrete optimizer declares its registry name as the class attribute ``name`` (e.g.
+    ``name = "sabo"``); declaring it registers the class in :data:`OPTIMIZERS`, through
+    which saved states are restored. It declares its evolving state in ``_STATE_FIELDS``
+    (:mod:`sabo.state`) and its constructor arguments in ``_config()``.
     """
+
+    name: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is None:
+            return
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"{cls.__qualname__}.name must be an identifier string (got {name!r})")
+        known = OPTIMIZERS.get(name)
+        if known is not None and known is not cls:
+            raise ValueError(f"optimizer name {name!r} of {cls.__module__}.{cls.__qualname__} is already "
+                             f"registered for {known.__module__}.{known.__qualname__}")
+        OPTIMIZERS[name] = cls
 
     def __init__(self, x0, *, sigma0, popsize, seed, nonfinite="raise"):
         self._x0 = check_x0(x0)
         self._dim = self._x0.size
         self._sigma0 = check_sigma0(sigma0, self._dim)
-        self._popsize = check_int("popsize", popsize, minimum=2)
+        self._popsize = check_int("popsize", popsize, minimum=2, maximum=MAX_POPSIZE)
+        if self._popsize * self._dim > MAX_POPULATION_ELEMENTS:
+            raise ValueError(f"popsize * d must be <= {MAX_POPULATION_ELEMENTS} (2**28, 2 GiB of float64 per "
+                             f"population); got popsize {self._popsize} * d {self._dim} = {self._popsize * self._dim}")
         self._seed = check_seed(seed)
         self._nonfinite = check_choice("nonfinite", nonfinite, NONFINITE_POLICIES)
         self._rng = np.random.default_rng(self._seed)
@@ -98,10 +149,7 @@ class AskTellOptimizer:
         self._pending = None
 
     def _checked_values(self, values, n: int) -> np.ndarray:
-        try:
-            v = np.array(values, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"values must be an array of {n} real numbers (got {type(values).__name__})") from exc
+        v = as_real_array("values", values)
         if v.shape != (n,):
             raise ValueError(f"values has shape {v.shape}, expected ({n},): one objective value per row of X")
         bad = np.flatnonzero(~np.isfinite(v))
@@ -174,37 +222,126 @@ class AskTellOptimizer:
         return copy.deepcopy(self._stats)
 
     # ------------------------------------------------------------------ save / restore
-    def state_dict(self) -> dict:
-        """Everything needed to continue bit-identically, RNG and any pending ask included.
+    #: Evolving state saved by :meth:`state_dict`, in load order (a field's shape may depend on
+    #: one loaded before it). Subclasses prepend their own fields to their parent's.
+    _STATE_FIELDS = (
+        Integer("nfev"),
+        Integer("nit"),
+        Real("f_best", allow_posinf=True),
+        Array("x_best", lambda o: (o._dim,), finite="no_nan"),
+        Array("pending", lambda o: (o._ask_rows(), o._dim), finite="no_nan", optional=True),
+        Stats("stats"),
+    )
 
-        The dict holds deep copies of the optimizer's attributes (NumPy arrays, scalars,
-        schedules; for the pycma adapter also the pycma object) and the RNG's
-        ``bit_generator.state``; it pickles, and :meth:`from_state_dict` restores it.
+    def _ask_rows(self) -> int:
+        """Rows of one ask (checked against a restored pending population)."""
+        return self._popsize
+
+    def _config(self) -> dict:
+        """Constructor keyword arguments, as data, that rebuild this optimizer's configuration."""
+        return {"x0": self._x0.copy(), "sigma0": self._sigma0.copy(), "popsize": self._popsize,
+                "seed": self._seed, "nonfinite": self._nonfinite}
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit-identically, RNG and any pending ask included, as data.
+
+        The result is a *state tree* (dicts with str keys, lists, str, int, float, bool, None
+        and numeric NumPy arrays, no objects), which :func:`sabo.serialization.dumps` writes
+        without pickle::
+
+            {"format": 2, "optimizer": <registry name>, "config": <constructor arguments>,
+             "state": <evolving state: counters, mean, covariance, pending ask, stats, ...>,
+             "rng": {"bit_generator": "PCG64", "state": <bit_generator.state>}}
+
+        Schedules are saved in their mapping form ``{"kind": ..., **fields}``.
         """
-        attrs = {k: copy.deepcopy(v) for k, v in self.__dict__.items() if k != "_rng"}
+        cls = type(self)
+        name = cls.__dict__.get("name")
+        if name is None or OPTIMIZERS.get(name) is not cls:
+            raise TypeError(f"{cls.__qualname__} declares no registry name of its own; set the class attribute "
+                            "name = '...' to make its state saveable")
+        bit_generator = self._rng.bit_generator
+        bg_name = type(bit_generator).__name__
+        if BIT_GENERATORS.get(bg_name) is not type(bit_generator):
+            raise TypeError(f"the random generator's bit generator {bg_name} cannot be saved "
+                            f"(supported: {sorted(BIT_GENERATORS)})")
         return {
-            "format": 1,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
-            "attrs": attrs,
-            "rng": {"bit_generator": type(self._rng.bit_generator).__name__, "state": self._rng.bit_generator.state},
+            "format": STATE_FORMAT,
+            "optimizer": name,
+            "config": to_data(self._config(), "config"),
+            "state": {f.key: f.dump(getattr(self, f.attr)) for f in cls._STATE_FIELDS},
+            "rng": {"bit_generator": bg_name, "state": to_data(bit_generator.state, "rng")},
         }
 
     @classmethod
     def from_state_dict(cls, state: dict):
-        """Rebuild an optimizer saved by :meth:`state_dict` (call on the class or on ``AskTellOptimizer``)."""
-        if not isinstance(state, dict) or state.get("format") != 1 or "class" not in state:
-            raise ValueError("state must be a dict produced by state_dict() (format 1)")
-        module, qualname = state["class"].split(":")
-        target = getattr(importlib.import_module(module), qualname)
+        """Rebuild an optimizer saved by :meth:`state_dict` (call on the class or on ``AskTellOptimizer``).
+
+        The class is looked up by name in :data:`OPTIMIZERS` only (nothing named in the data
+        is ever imported) and must be a subclass of the class this is called on. The
+        configuration goes through the class's constructor, so it is validated as user input
+        is; every field of the evolving state is then checked (type, dtype, shape against d
+        and the population size, finiteness, range) and the random state is checked against
+        :data:`BIT_GENERATORS`. Anything wrong raises ``ValueError`` naming the entry.
+        """
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"state must be a dict produced by state_dict() (format {STATE_FORMAT}; got {got!r})")
+        check_keys("state", state, _STATE_KEYS)
+        name = state["optimizer"]
+        target = OPTIMIZERS.get(name) if isinstance(name, str) else None
+        if target is None:
+            raise ValueError(f"state['optimizer'] names an unknown optimizer {name!r}; known: {sorted(OPTIMIZERS)} "
+                             "(an optimizer is known once the module defining it is imported, e.g. `import baselines`)")
         if not issubclass(target, cls):
-            raise ValueError(f"state was saved from {state['class']}, which is not a {cls.__name__}")
-        obj = target.__new__(target)
-        obj.__dict__.update(copy.deepcopy(state["attrs"]))
-        bit_generator = getattr(np.random, state["rng"]["bit_generator"])()
-        bit_generator.state = state["rng"]["state"]
-        obj._rng = np.random.Generator(bit_generator)
-        obj._on_restore()
+            raise ValueError(f"state was saved from optimizer {name!r} ({target.__qualname__}), which is not a {cls.__qualname__}")
+        config = state["config"]
+        params = [p for p in inspect.signature(target).parameters]
+        check_keys("state['config']", config, params)
+        check_tree("state['config']", config)
+        target._check_config(config)
+        try:
+            obj = target(**config)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"state['config']: {exc}") from exc
+        fields = target._STATE_FIELDS
+        check_keys("state['state']", state["state"], [f.key for f in fields])
+        for f in fields:
+            setattr(obj, f.attr, f.load(state["state"][f.key], obj, f"state['state'][{f.key!r}]"))
+        obj._finish_restore()
+        obj._adopt_rng(generator_from_state(state["rng"]))
         return obj
 
-    def _on_restore(self) -> None:
-        """Re-link objects that must share ``self._rng`` after :meth:`from_state_dict` (default: none)."""
+    @classmethod
+    def _check_config(cls, config: dict) -> None:
+        """Refuse saved constructor arguments that are valid for users but unsafe from a file (default: none)."""
+
+    def _finish_restore(self) -> None:
+        """Cross-field checks and derived quantities after the fields are loaded (default: none)."""
+
+    def _adopt_rng(self, rng: np.random.Generator) -> None:
+        """Continue with the restored generator (CMA-ES instead replays and compares)."""
+        self._rng = rng
+
+
+def generator_from_state(spec, where: str = "state['rng']") -> np.random.Generator:
+    """A ``numpy.random.Generator`` from a saved ``{"bit_generator": name, "state": ...}``, validated.
+
+    The bit generator is taken from :data:`BIT_GENERATORS` only; ``where`` names the entry in messages.
+    """
+    check_keys(where, spec, ("bit_generator", "state"))
+    name = spec["bit_generator"]
+    if not isinstance(name, str) or name not in BIT_GENERATORS:
+        raise ValueError(f"{where}['bit_generator'] must be one of {sorted(BIT_GENERATORS)} (got {name!r})")
+    inner = spec["state"]
+    if not isinstance(inner, dict) or inner.get("bit_generator") != name:
+        raise ValueError(f"{where}['state'] must be a {name} state dict with 'bit_generator': {name!r}")
+    check_tree(f"{where}['state']", inner)
+    bit_generator = BIT_GENERATORS[name]()
+    try:
+        bit_generator.state = inner
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        raise ValueError(f"{where}['state'] is not a valid {name} state ({type(exc).__name__}: {exc})") from exc
+    if not tree_equal(to_data(bit_generator.state), inner):
+        raise ValueError(f"{where}['state'] is not a valid {name} state (NumPy does not read it back unchanged)")
+    return np.random.Generator(bit_generator)

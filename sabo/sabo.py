@@ -33,7 +33,8 @@ from .estimators import search_gradients
 from .gaussian_search import GaussianSearch
 from .perturbation import PERTURBATIONS, kl_lambda, perturbation_from_lambda
 from .safeguard import clamp_precision_ratio
-from .schedules import as_schedule
+from .schedules import as_schedule, schedule_mapping
+from .state import Array, Integer
 from .validation import check_choice
 
 
@@ -67,6 +68,13 @@ class SABO(GaussianSearch):
         Handling of NaN/inf objective values; see ``sabo.protocol``.
     """
 
+    name = "sabo"
+    _STATE_FIELDS = (
+        Integer("phase", maximum=1),
+        Array("mu_hat", lambda o: (o._dim,)),
+        Array("sigma2_hat", lambda o: (o._dim,), positive=True),
+    ) + GaussianSearch._STATE_FIELDS
+
     def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, rho=1.0, seed=None, *,
                  baseline="mean", shaping="zscore", perturbation="closed_form",
                  precision_floor=0.05, nonfinite="raise"):
@@ -79,6 +87,9 @@ class SABO(GaussianSearch):
         self._sigma2_hat = self._sigma2
         self._stats.update(safeguard_perturbation=0, safeguard_perturbation_coords=0,
                            lam=np.nan, rho=np.nan, perturbation_kl=np.nan)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "rho": schedule_mapping(self._rho), "perturbation": self._perturbation}
 
     # ------------------------------------------------------------------ views
     @property

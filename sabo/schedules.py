@@ -1,12 +1,14 @@
 """Step-size (beta_t) and neighbourhood-size (rho_t) schedules.
 
 Schedules are small frozen dataclasses, called with the iteration index t = 0, 1, ...;
-being plain data they pickle and appear verbatim in run records. In configuration files a
-schedule is written as a mapping, e.g. ``{"kind": "inv_sqrt", "scale": 100, "horizon": 3000}``
-or ``{"kind": "constant", "value": 0.1}``; :func:`as_schedule` accepts either form.
+being plain data they appear verbatim in run records. In configuration files and in saved
+optimizer states a schedule is written as a mapping, e.g.
+``{"kind": "inv_sqrt", "scale": 100, "horizon": 3000}`` or ``{"kind": "constant", "value": 0.1}``;
+:func:`as_schedule` accepts either form and :func:`schedule_mapping` writes the mapping.
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from dataclasses import dataclass
 
@@ -70,3 +72,16 @@ def as_schedule(name: str, value) -> Constant | InvSqrt:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return Constant(check_positive(name, value))
     raise ValueError(f"{name} must be a number > 0, a schedule (Constant, InvSqrt) or a schedule mapping (got {value!r})")
+
+
+def schedule_mapping(schedule: Constant | InvSqrt) -> dict:
+    """The mapping form ``{"kind": ..., **fields}`` of a schedule; ``as_schedule`` reads it back.
+
+    NumPy scalars among the fields become Python numbers, so the mapping is plain data
+    (see :mod:`sabo.serialization`).
+    """
+    kind = next((k for k, c in KINDS.items() if type(schedule) is c), None)
+    if kind is None:
+        raise ValueError(f"not a schedule: {schedule!r}")
+    fields = {f.name: getattr(schedule, f.name) for f in dataclasses.fields(schedule)}
+    return {"kind": kind, **{k: v.item() if isinstance(v, np.generic) else v for k, v in fields.items()}}

@@ -33,12 +33,13 @@ def check_in_interval(name: str, value, low: float, high: float, *, closed: str 
     return float(value)
 
 
-def check_int(name: str, value, *, minimum: int) -> int:
-    """Check ``value`` is an integer (not bool) with ``value >= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
+def check_int(name: str, value, *, minimum: int, maximum: int | None = None) -> int:
+    """Check ``value`` is an integer (not bool) with ``minimum <= value`` (``<= maximum`` if given)."""
+    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer {allowed} (got {value!r})")
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer {allowed} (got {value!r})")
     return int(value)
 
 
@@ -49,12 +50,44 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
-def check_x0(x0) -> np.ndarray:
-    """Return ``x0`` as a fresh float64 1-D array; reject empty, non-1-D or non-finite input."""
+_DTYPE_WORDS = {"c": "complex numbers (the imaginary part would be dropped)", "b": "booleans",
+                "U": "strings", "S": "bytes", "M": "datetimes", "m": "timedeltas", "V": "structured values"}
+
+
+def as_real_array(name: str, value) -> np.ndarray:
+    """Return ``value`` as a fresh float64 array, refusing anything but real numbers.
+
+    NumPy's own ``float64`` conversion would drop imaginary parts (with a mere warning), turn
+    booleans into 0/1 and parse strings such as ``"1.5"``; each of those hides a caller's
+    mistake, so complex, boolean, string and other non-numeric input raises ``ValueError``
+    naming ``name``. Object arrays are accepted when every element is a real number (e.g.
+    ``fractions.Fraction``; ``None`` reads as NaN, as in NumPy), as they convert exactly as
+    their elements do.
+    """
     try:
-        arr = np.array(x0, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"x0 must be a 1-D array of real numbers (got {x0!r})") from exc
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged nesting
+        raise ValueError(f"{name} must be an array of real numbers (got {value!r})") from exc
+    kind = raw.dtype.kind
+    if kind == "O":
+        for item in raw.flat:
+            if item is None:  # NumPy reads it as NaN, which the finiteness checks then report
+                continue
+            if isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Real):
+                raise ValueError(f"{name} must contain real numbers only (got an element {item!r} "
+                                 f"of type {type(item).__name__})")
+    elif kind not in "iuf":
+        what = _DTYPE_WORDS.get(kind, f"dtype {raw.dtype}")
+        raise ValueError(f"{name} must contain real numbers, not {what} (got dtype {raw.dtype})")
+    try:
+        return np.array(raw, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers (got {value!r})") from exc
+
+
+def check_x0(x0) -> np.ndarray:
+    """Return ``x0`` as a fresh float64 1-D array; reject empty, non-1-D, non-real or non-finite input."""
+    arr = as_real_array("x0", x0)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"x0 must be a non-empty 1-D array (got shape {arr.shape})")
     bad = np.flatnonzero(~np.isfinite(arr))
@@ -69,7 +102,7 @@ def check_sigma0(sigma0, dim: int) -> np.ndarray:
     Returns the per-coordinate *standard deviations* as float64 (the covariance is
     ``diag(sigma0**2)``, as in pycma).
     """
-    arr = np.array(sigma0, dtype=np.float64)
+    arr = as_real_array("sigma0", sigma0)
     if arr.ndim == 0:
         arr = np.full(dim, float(arr))
     if arr.shape != (dim,):

@@ -36,13 +36,14 @@ def deterministic_part(record: dict) -> dict:
 
 
 def restore_and_compare(opt, fun, rounds=20):
-    """Restore ``opt`` from its pickled state_dict, drive both ``rounds`` rounds, assert identical asks.
+    """Restore ``opt`` from its state_dict written and read by ``sabo.serialization`` (data only,
+    no pickle), drive both ``rounds`` rounds, assert identical asks.
 
     Returns the restored optimizer (in step with ``opt``) for further checks.
     """
-    import pickle
+    from sabo.serialization import dumps, loads
 
-    restored = type(opt).from_state_dict(pickle.loads(pickle.dumps(opt.state_dict())))
+    restored = type(opt).from_state_dict(loads(dumps(opt.state_dict())))
     for _ in range(rounds):
         Xa, Xb = opt.ask(), restored.ask()
         assert np.array_equal(Xa, Xb)

@@ -1,12 +1,12 @@
 """CMA-ES adapter: convergence, RNG isolation, save/restore and option checks."""
 import copy
-import pickle
 
 import cma
 import numpy as np
 import pytest
 
 from baselines.cmaes import CMAES
+from sabo.serialization import dumps, loads
 from replication.problems.synthetic import ellipsoid
 from helpers import drive, sphere
 
@@ -64,7 +64,7 @@ def test_numpy_global_rng_is_never_touched(d, popsize):
     drive(opt, ellipsoid, 10)
     opt.ask()
     state = opt.state_dict()
-    restored = CMAES.from_state_dict(pickle.loads(pickle.dumps(state)))
+    restored = CMAES.from_state_dict(loads(dumps(state)))
     drive(restored, ellipsoid, 10)
     assert global_state_equal(np.random.get_state(), before)
 
@@ -76,7 +76,7 @@ def test_state_dict_restore_continues_bit_identically(pending):
     drive(opt, ellipsoid, 10)
     if pending:
         opt.ask()
-    restored = CMAES.from_state_dict(pickle.loads(pickle.dumps(opt.state_dict())))
+    restored = CMAES.from_state_dict(loads(dumps(opt.state_dict())))
     # saving must not re-link the live optimizer, and the restored one draws from its own generator
     assert opt._es.opts["randn"].rng is opt._rng and opt._es.sm.randn is opt._es.opts["randn"]
     assert restored._es.opts["randn"].rng is restored._rng and restored._es.sm.randn.rng is restored._rng

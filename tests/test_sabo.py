@@ -163,7 +163,7 @@ def test_minibatch_contract_one_fresh_batch_per_ask():
     ({"rho": -1.0}, "rho must be > 0"),
     ({"lr": 0.0}, "lr must be > 0"),
     ({"lr": float("nan")}, "lr must be a finite"),
-    ({"popsize": 1}, "popsize must be an integer >= 2"),
+    ({"popsize": 1}, r"popsize must be an integer in \[2, 1000000\]"),
     ({"popsize": 2.5}, "popsize must be an integer"),
     ({"sigma0": 0.0}, "sigma0 must be finite and > 0"),
     ({"sigma0": [1.0, -1.0, 1.0]}, "sigma0 must be finite and > 0"),
