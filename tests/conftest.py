@@ -1,5 +1,41 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and CI's rule on skipped tests.
+
+Under ``CI=true`` a test or test module skipped because a dependency is missing fails
+instead: CI installs the README's test command in a fresh environment, and a skip there
+means the ``dev`` extra does not declare something the suite needs.
+"""
+import os
+
 import pytest
+
+# Skip reasons that mean "a package is missing": pytest.importorskip's message, and ours.
+MISSING_DEPENDENCY = ("could not import", "is not installed")
+
+
+def _missing_dependency(report) -> str | None:
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return None
+    reason = str(report.longrepr[2])
+    return reason if any(marker in reason for marker in MISSING_DEPENDENCY) else None
+
+
+def _fail_in_ci(report) -> None:
+    reason = _missing_dependency(report)
+    if reason and os.environ.get("CI", "").lower() == "true":
+        report.outcome = "failed"
+        report.longrepr = f"skipped for a missing dependency under CI=true: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_in_ci(outcome.get_result())
 
 
 @pytest.fixture
