@@ -8,42 +8,96 @@ Typical use (from the repository root, where params.yaml lives):
     sabo-bench run-one synthetic --setting d200_N50 --function levy --method sabo --seed 0
     sabo-bench list synthetic                        # which runs are done, diverged, pending
     sabo-bench report synthetic                      # tables, figures and claim verdicts -> results/
+    sabo-bench track synthetic                       # log to MLflow the finished records it lacks
 
 Runs are idempotent (finished ones are skipped) and resumable (an interrupted run continues
 from its last checkpoint). Records go to runs/<study>/<setting>/<method>/<config-hash>.json
 and, unless --no-track, to MLflow (MLFLOW_TRACKING_URI, default sqlite:///mlflow.db;
-browse with `mlflow ui`).
+browse with `mlflow ui`). MLflow being unavailable is a warning, never a failed study;
+`sabo-bench track` logs the missing records later.
 """
 from __future__ import annotations
 
 import argparse
+import math
+import signal
 import sys
 from pathlib import Path
 
-import yaml
-
-from .engine import checkpoint_path, execute, load_record
-from .errors import ResourceUnavailable
-from .executors import EXECUTORS, run_configs
+from . import stopping
+from .engine import execute, load_record, record_status
+from .errors import ResourceUnavailable, UsageError
+from .executors import EXECUTORS, default_workers, run_configs
+from .storage import quarantined_files
 from .studies import STUDIES, get_study
 
 
 def load_params(path: str, study: str, profile: str | None) -> dict:
-    with open(path) as fh:
-        params = yaml.safe_load(fh)
-    if study not in params:
-        raise SystemExit(f"{path} has no section {study!r}")
-    if profile is not None:
-        params[study]["profile"] = profile
+    """The parameter file, with ``study``'s section validated against its schema (``--profile`` applied).
+
+    Any problem is a :class:`UsageError` with one line per problem, naming the key, its value and
+    what is allowed (``replication.params``); nothing runs on an invalid file.
+    """
+    from .params import read_params, validate_params
+
+    params = read_params(path)
+    section = params.get(study)
+    if profile is not None and isinstance(section, dict):
+        profiles = section.get("profiles")
+        if isinstance(profiles, dict) and profile not in profiles:
+            raise UsageError(f"--profile {profile!r}: {path} has no profile {profile!r} under {study}.profiles "
+                             f"(profiles: {', '.join(map(str, profiles))})")
+        params[study] = {**section, "profile": profile}
+    validate_params(params, source=path, studies=[study])
     return params
 
 
 def select(args) -> tuple[dict, list]:
+    from .params import selectable
+
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
+    known = selectable(args.study, params[args.study])
+    for option in ("setting", "method", "function"):
+        for name in getattr(args, option) or ():
+            if name not in known[option]:
+                raise UsageError(f"--{option} {name!r}: study {args.study!r} has no {option} {name!r} in "
+                                 f"{args.params} (known: {', '.join(sorted(known[option]))})")
     configs = study.configs(params, settings=args.setting, methods=args.method, seeds=args.seed,
                             functions=args.function)
     return params, configs
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported as one line (``sabo-bench: error: ...``, exit status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog.split()[0]}: error: {' '.join(message.split())}\n")
+
+
+def _number(text: str, kind, minimum, rule: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})") from None
+    if not (math.isfinite(value) and value >= minimum) or (kind is float and value == 0):
+        raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """``--workers``: an integer >= 1."""
+    return _number(text, int, 1, "an integer >= 1")
+
+
+def seed_int(text: str) -> int:
+    """``--seed``: an integer >= 0."""
+    return _number(text, int, 0, "an integer >= 0")
+
+
+def positive_seconds(text: str) -> float:
+    """``--checkpoint-every``: a finite number of seconds > 0."""
+    return _number(text, float, 0, "a finite number of seconds > 0")
 
 
 def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
@@ -55,34 +109,100 @@ def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
         p.add_argument("--setting", nargs="+", help="only these settings (e.g. d200_N50)")
         p.add_argument("--method", nargs="+", help="only these methods (sabo ingo bes cmaes mmes)")
         p.add_argument("--function", nargs="+", help="only these problems (e.g. ellipsoid levy)")
-        p.add_argument("--seed", nargs="+", type=int, help="only these seeds")
+        p.add_argument("--seed", nargs="+", type=seed_int, help="only these seeds")
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one short line (MLflow's messages run over several lines)."""
+    exc = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the database's own error (and adds the SQL)
+    text = " ".join(str(exc).split()) or "no message"
+    return f"{type(exc).__name__}: {text[:200]}{'...' if len(text) > 200 else ''}"
+
+
+def track_command(args) -> str:
+    """The `sabo-bench track` command that logs later what this command could not log now."""
+    words = ["sabo-bench", "track", args.study]
+    for option, default in (("profile", None), ("params", "params.yaml"), ("runs_dir", "runs")):
+        value = getattr(args, option, default)
+        if value is not None and value != default:
+            words += [f"--{option.replace('_', '-')}", str(value)]
+    return " ".join(words)
+
+
+def _log_later(args) -> str:
+    if getattr(args, "command", None) == "report":
+        return f"rerun `sabo-bench report {args.study}` once MLflow works to attach its figures"
+    return f"the records are on disk: log them later with `{track_command(args)}`"
 
 
 def make_tracker(args):
+    """A Tracker, or None with --no-track or when MLflow is unavailable.
+
+    Tracking never stops a study: a store that cannot be opened (a locked or corrupt database,
+    an unwritable path, an unknown URI scheme, a server that does not answer within
+    SABO_BENCH_TRACKING_TIMEOUT seconds, mlflow not installed) is one warning line on stderr,
+    and the command goes on without tracking.
+    """
     if args.no_track:
         return None
-    from .tracking import Tracker
+    from .tracking import tracking_uri
 
-    return Tracker()
+    try:
+        from .tracking import Tracker
+
+        return Tracker()
+    except Exception as exc:  # noqa: BLE001 - whatever MLflow raises, the study goes on
+        print(f"warning: MLflow tracking is off for this command ({tracking_uri()}: {_reason(exc)}); "
+              f"{_log_later(args)}", file=sys.stderr)
+        return None
 
 
 class SafeLogger:
-    """Log records to MLflow without letting a tracking failure stop the study.
+    """Log records (and report figures) to MLflow without letting a tracking failure stop the study.
 
-    Records are on disk already; a record that failed to log is logged by the next
-    ``sabo-bench run`` (logging is idempotent). Failures are reported and make the command
-    exit with status 1 at the end.
+    Records are on disk already; a record that failed to log is logged later by
+    ``sabo-bench track`` (logging is idempotent). Each failure is a warning line; after
+    ``MAX_FAILURES_IN_A_ROW`` failures in a row the tracker counts as dead and the remaining
+    records are not tried (each try may wait for a lock or a server). Exit status: failures to
+    log do NOT change it (a study whose runs finished exits 0) -- tracking must never fail a
+    study; ``summarize()`` prints one warning line with the count and the command that logs
+    them later.
     """
 
-    def __init__(self, tracker):
-        self.tracker, self.failures = tracker, 0
+    MAX_FAILURES_IN_A_ROW = 3
 
-    def __call__(self, record: dict) -> None:
+    def __init__(self, tracker, later: str | None = None):
+        self.tracker, self.failures, self._in_a_row = tracker, 0, 0
+        self.later = later or "log them later with `sabo-bench track STUDY`"
+
+    def _attempt(self, what: str, call):
+        if self._in_a_row >= self.MAX_FAILURES_IN_A_ROW:
+            self.failures += 1
+            return None
         try:
-            self.tracker.log_record(record)
+            result = call()
         except Exception as exc:  # noqa: BLE001 - any tracking error is reported, the runs go on
             self.failures += 1
-            print(f"warning: MLflow logging of {record['config_hash']} failed: {exc!r}", file=sys.stderr)
+            self._in_a_row += 1
+            dead = self._in_a_row >= self.MAX_FAILURES_IN_A_ROW
+            print(f"warning: MLflow logging of {what} failed ({_reason(exc)})"
+                  f"{'; MLflow is off for the rest of this command' if dead else ''}", file=sys.stderr)
+            return None
+        self._in_a_row = 0
+        return result
+
+    def __call__(self, record: dict):
+        """Log one record: True if logged, False if MLflow had it already, None if it failed."""
+        return self._attempt(record["config_hash"], lambda: self.tracker.log_record(record))
+
+    def log_setting_artifacts(self, study: str, setting: str, paths) -> None:
+        self._attempt(f"the figures of {study}/{setting}",
+                      lambda: self.tracker.log_setting_artifacts(study, setting, paths))
+
+    def summarize(self, what: str = "records") -> None:
+        """One warning line if anything failed to log."""
+        if self.failures:
+            print(f"warning: {self.failures} {what} could not be logged to MLflow; {self.later}", file=sys.stderr)
 
 
 def cmd_run(args) -> int:
@@ -96,14 +216,14 @@ def cmd_run(args) -> int:
         print("no runs match the selection", file=sys.stderr)
         return 1
     tracker = make_tracker(args)
-    logger = SafeLogger(tracker) if tracker else None
-    records = run_configs(configs, args.runs_dir, workers=args.workers, executor=args.executor,
+    logger = SafeLogger(tracker, _log_later(args)) if tracker else None
+    workers = args.workers if args.workers is not None else default_workers(configs)
+    records = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
                           on_record=logger, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every)
     diverged = sum(r["result"]["status"] == "diverged" for r in records)
     print(f"{len(records)} runs finished ({diverged} diverged) under {args.runs_dir}/{args.study}")
-    if logger is not None and logger.failures:
-        print(f"{logger.failures} records could not be logged to MLflow; rerun to retry", file=sys.stderr)
-        return 1
+    if logger is not None:
+        logger.summarize()  # a warning, exit status unchanged: tracking never fails a study
     return 0
 
 
@@ -126,7 +246,9 @@ def cmd_run_one(args) -> int:
     bar.close()
     tracker = make_tracker(args)
     if tracker:
-        tracker.log_record(record)
+        logger = SafeLogger(tracker, _log_later(args))
+        logger(record)
+        logger.summarize()
     final = record["result"]["final"]
     print(f"{config.label}: {record['result']['status']}, " + ", ".join(f"{k} = {v:.4g}" for k, v in final.items()))
     return 0
@@ -135,19 +257,20 @@ def cmd_run_one(args) -> int:
 def cmd_list(args) -> int:
     _, configs = select(args)
     counts: dict[str, int] = {}
+    details = {"partial": "checkpoint present", "corrupt": "unusable record: the next run moves it aside and recomputes it"}
     for c in configs:
         record = load_record(args.runs_dir, c)
-        if record is not None:
-            status = record["result"]["status"]
-            detail = f"wall {record['provenance']['wall_time_s']:.1f}s"
-        elif checkpoint_path(args.runs_dir, c).exists():
-            status, detail = "partial", "checkpoint present"
-        else:
-            status, detail = "pending", ""
+        status = record["result"]["status"] if record else record_status(args.runs_dir, c)
+        detail = f"wall {record['provenance']['wall_time_s']:.1f}s" if record else details.get(status, "")
         counts[status] = counts.get(status, 0) + 1
         if not args.summary:
             print(f"{c.hash}  {status:<9} {c.label:<48} {detail}")
     print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs")
+    moved = quarantined_files(Path(args.runs_dir, args.study))
+    if moved:
+        print(f"{len(moved)} quarantined files (unusable records or checkpoints moved aside; inspect or delete):")
+        for path in moved:
+            print(f"  {path}")
     return 0
 
 
@@ -167,9 +290,13 @@ def cmd_report(args) -> int:
     configs = study.configs(params)
     records = [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
     print(f"{len(records)} of {len(configs)} runs of profile {params[args.study]['profile']!r} have records")
-    outcome = study.report(params, records, Path(args.out), tracker=make_tracker(args))
+    tracker = make_tracker(args)
+    logger = SafeLogger(tracker, _log_later(args)) if tracker else None
+    outcome = study.report(params, records, Path(args.out), tracker=logger)
     for path in outcome["files"]:
         print(f"wrote {path}")
+    if logger is not None:
+        logger.summarize("figure sets")
     if args.record_expected:
         from .claims import REPRODUCED
         from .storage import write_json
@@ -189,18 +316,45 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_track(args) -> int:
+    """Log to MLflow every finished record of the selection that MLflow lacks.
+
+    Unlike the other commands, MLflow being unavailable is an error here (exit 2): logging is
+    the whole point. Records that fail to log make it exit 1.
+    """
+    _, configs = select(args)
+    records = [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
+    from .tracking import tracking_uri
+
+    try:
+        from .tracking import Tracker
+
+        tracker = Tracker()
+    except Exception as exc:  # noqa: BLE001 - one line, whatever MLflow raises
+        print(f"error: MLflow is unavailable ({tracking_uri()}: {_reason(exc)}); nothing was logged", file=sys.stderr)
+        return 2
+    logger = SafeLogger(tracker, "run this command again once MLflow works")
+    outcomes = [logger(r) for r in records]
+    print(f"{outcomes.count(True)} records logged to MLflow ({tracking_uri()}), {outcomes.count(False)} already "
+          f"there; {len(configs) - len(records)} of the {len(configs)} selected runs have no record yet")
+    logger.summarize()
+    return 1 if logger.failures else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sabo-bench", description=__doc__.split("\n\n")[0],
-                                 epilog="Run `sabo-bench COMMAND --help` for the options of a command.",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="sabo-bench", description=__doc__.split("\n\n")[0],
+                        epilog="Run `sabo-bench COMMAND --help` for the options of a command.",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="execute every selected run of a study (skips finished ones, resumes partial ones)")
     add_common(p)
-    p.add_argument("--workers", type=int, default=1, help="parallel worker processes / Ray CPUs (default: 1)")
+    p.add_argument("--workers", type=positive_int,
+                   help="parallel worker processes / Ray CPUs (default: 1; for runs that need a GPU, one per "
+                        "visible GPU, each worker pinned to its own device)")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local worker processes, or Ray (RAY_ADDRESS, else a local Ray instance)")
-    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--checkpoint-every", type=positive_seconds, default=30.0, metavar="SECONDS",
                    help="checkpoint each run this often (default: %(default)s)")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -210,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run-one", help="execute exactly one run (the selection must match one), with a progress bar")
     add_common(p)
-    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS")
+    p.add_argument("--checkpoint-every", type=positive_seconds, default=30.0, metavar="SECONDS")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run_one)
@@ -233,15 +387,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record-expected", metavar="EXPECTED_JSON",
                    help="write the ids of the claims reproduced now (regenerate deliberately, e.g. for CI)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("track", help="log to MLflow the finished records it lacks (e.g. after it was unavailable)")
+    add_common(p)
+    p.set_defaults(func=cmd_track)
     return ap
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with stopping.handle_signals():
+            return args.func(args)
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM (StopRequested): runs keep their checkpoints
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"stopped by {signal.Signals(signum).name}: finished runs are recorded, interrupted ones "
+              "checkpointed; run the same command again to resume", file=sys.stderr)
+        return 128 + signum
     except ResourceUnavailable as exc:  # a missing model or data set: the message says how to supply it
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:  # a bad argument or parameter file: one line per problem, no traceback
+        for line in str(exc).splitlines() or ["(no message)"]:
+            print(f"error: {line}", file=sys.stderr)
         return 2
 
 

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .names import check_name
+
 
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -62,6 +64,15 @@ class RunConfig:
     seed: int
     budget: dict
     code_version: str = ""
+
+    def __post_init__(self):
+        # these names are path components (runs/<study>/<setting>/<method>/...): none may leave runs/
+        for field in ("study", "setting", "method"):
+            check_name(getattr(self, field), f"RunConfig.{field}")
+        if not isinstance(self.problem, dict):
+            raise ValueError(f"RunConfig.problem must be a dict (got {type(self.problem).__name__})")
+        if "name" in self.problem:
+            check_name(self.problem["name"], "RunConfig.problem['name']")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -43,3 +43,30 @@ class Curve:
 
     def last(self) -> dict:
         return {k: v[-1] for k, v in self.columns.items() if v}
+
+    def state(self) -> dict:
+        """The curve so far as plain data (for checkpoints)."""
+        return {"columns": {k: list(v) for k, v in self.columns.items()}, "next": self._next}
+
+    @classmethod
+    def from_state(cls, max_iter: int, state, points: int = 120) -> "Curve":
+        """Rebuild a curve from :meth:`state`; a malformed state raises ``ValueError`` saying what is wrong."""
+        curve = cls(max_iter, points)
+        if not isinstance(state, dict) or set(state) != {"columns", "next"}:
+            raise ValueError("curve state must be a dict with keys 'columns' and 'next'")
+        columns, nxt = state["columns"], state["next"]
+        if not isinstance(columns, dict) or not {"nit", "nfev", "f_best"} <= set(columns):
+            raise ValueError("curve state: columns must hold at least 'nit', 'nfev' and 'f_best'")
+        lengths = set()
+        for key, values in columns.items():
+            if not isinstance(values, list) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                raise ValueError(f"curve state: column {key!r} must be a list of numbers")
+            lengths.add(len(values))
+        if len(lengths) != 1:
+            raise ValueError("curve state: columns have different lengths")
+        if isinstance(nxt, bool) or not isinstance(nxt, int) or not 0 <= nxt <= len(curve.grid):
+            raise ValueError(f"curve state: next must be an integer in [0, {len(curve.grid)}] (got {nxt!r})")
+        curve.columns = {k: list(v) for k, v in columns.items()}
+        curve._next = nxt
+        return curve

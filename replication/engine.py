@@ -1,13 +1,24 @@
-"""Execute one run: idempotent, checkpointed, resumable, with one atomic record at the end.
+"""Execute one run: idempotent, checkpointed, resumable, locked, with one atomic record at the end.
 
 * Idempotent: a run whose record (``<runs>/<study>/<setting>/<method>/<hash>.json``) exists
-  with the same config hash is not redone; its record is returned.
+  with the same config is not redone; its record is returned.
 * Resumable: every ``checkpoint_every_s`` seconds (and on request every
   ``checkpoint_every_iters`` iterations) the optimizer's ``state_dict`` (RNG included), the
-  curve so far and the problem's random state are pickled atomically next to the record. A
-  run killed at any point (even by SIGKILL) restarts from its last checkpoint and, all
-  computation being deterministic given the state, ends with the same ``config`` and
-  ``result`` as an uninterrupted run; only ``provenance`` (timings, resume count) differs.
+  curve so far and the problem's random state are written atomically next to the record, as
+  a data-only state file (:mod:`sabo.serialization`: nothing is unpickled or imported on
+  resume; the optimizer class is found by its registry name). A run killed at any point
+  (even by SIGKILL) restarts from its last checkpoint and, all computation being
+  deterministic given the state, ends with the same ``config`` and ``result`` as an
+  uninterrupted run; only ``provenance`` (timings, resume count) differs.
+* Own files only: a checkpoint or record is used only if it holds this run's config (hash
+  and content); one that does not, or that cannot be read (truncated, empty, garbled), is
+  moved aside (:func:`replication.storage.quarantine`), reported in one line, and the run is
+  recomputed. Temporary files left by an interrupted write are deleted.
+* One process per run: a lock file ``<hash>.lock`` next to the record is held while the run
+  executes, so two studies sharing a runs directory never compute the same run; with
+  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once.
+* Stoppable: a stop request (:mod:`replication.stopping`: Ctrl-C, SIGTERM) ends the run at the
+  next iteration boundary, after writing a checkpoint, with :class:`~replication.stopping.StopRequested`.
 * A run whose objective or update overflows ends with ``status = "diverged"`` and the curve
   up to that point; it is a result, not a crash.
 * A problem with a ``final_evaluation(mean)`` method is evaluated once more at the end (e.g. a
@@ -19,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import platform
 import subprocess
 import time
@@ -26,16 +38,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 import baselines
-from sabo.protocol import AskTellOptimizer, NonFiniteValueError
+from sabo.protocol import NonFiniteValueError
 
+from . import stopping
 from .config import RunConfig
 from .curve import Curve
-from .storage import read_json, read_pickle, write_json, write_pickle
+from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
 from .studies import get_study
 
 RECORD_SCHEMA = 1
+CHECKPOINT_SCHEMA = 2  # 1 was a pickle
+
+
+class RunBusy(Exception):
+    """Another process holds the run's lock (raised only with ``wait_for_lock=False``)."""
 
 
 def record_path(runs_dir, config: RunConfig) -> Path:
@@ -46,13 +65,56 @@ def checkpoint_path(runs_dir, config: RunConfig) -> Path:
     return record_path(runs_dir, config).with_suffix(".ckpt")
 
 
-def load_record(runs_dir, config: RunConfig) -> dict | None:
-    """The finished record of ``config``, or None."""
+def lock_path(runs_dir, config: RunConfig) -> Path:
+    return record_path(runs_dir, config).with_suffix(".lock")
+
+
+def record_problem(record, config: RunConfig) -> str | None:
+    """Why ``record`` is not a usable record of ``config``, or None if it is."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    missing = {"schema", "config", "config_hash", "result", "provenance"} - set(record)
+    if missing:
+        return f"missing {sorted(missing)}"
+    if record["config_hash"] != config.hash or record["config"] != config.to_dict():
+        return f"it holds the record of another run (config hash {record['config_hash']!r})"
+    result = record["result"]
+    if not isinstance(result, dict) or not {"status", "final", "curve"} <= set(result):
+        return "its result is incomplete"
+    return None
+
+
+def load_record(runs_dir, config: RunConfig, *, quarantine_bad: bool = False) -> dict | None:
+    """The finished record of ``config``, or None.
+
+    A record file that is unreadable or belongs to another run counts as absent; with
+    ``quarantine_bad`` it is also moved aside (the run then recomputes it).
+    """
     path = record_path(runs_dir, config)
-    if not path.exists():
+    try:
+        record = read_json(path)
+    except FileNotFoundError:
         return None
-    record = read_json(path)
-    return record if record.get("config_hash") == config.hash else None
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+        problem = f"unreadable JSON: {exc}"
+    else:
+        problem = record_problem(record, config)
+        if problem is None:
+            return record
+    if quarantine_bad:
+        quarantine(path, problem)
+    return None
+
+
+def record_status(runs_dir, config: RunConfig) -> str:
+    """``completed``/``diverged`` (record), ``corrupt`` (a record file that is unusable),
+    ``partial`` (checkpoint only) or ``pending``, without changing any file."""
+    record = load_record(runs_dir, config)
+    if record is not None:
+        return record["result"]["status"]
+    if record_path(runs_dir, config).exists():
+        return "corrupt"
+    return "partial" if checkpoint_path(runs_dir, config).exists() else "pending"
 
 
 def jsonable(obj):
@@ -107,44 +169,68 @@ def _now() -> str:
 
 
 def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
-            checkpoint_every_iters: int | None = None, progress=None) -> dict:
+            checkpoint_every_iters: int | None = None, progress=None, wait_for_lock: bool = True) -> dict:
     """Run ``config`` to completion (or resume it) and return its record; see the module docstring.
 
     ``progress``, if given, is called as ``progress(nit, max_iter)`` after every iteration.
+    ``wait_for_lock=False`` raises :class:`RunBusy` instead of waiting while another process
+    executes the same run.
     """
+    stopping.check()
     existing = load_record(runs_dir, config)
     if existing is not None:
         return existing
-    problem = get_study(config.study).make_problem(config)
+    lock = lock_path(runs_dir, config)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        held = FileLock(lock).acquire(timeout=-1 if wait_for_lock else 0, poll_interval=0.2)
+    except Timeout:
+        raise RunBusy(f"{config.label} is being executed by another process") from None
+    with held:
+        record = _execute_locked(config, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress)
+        # Safe while holding it: the record exists now, and every process looks for the record
+        # before it takes the lock, so no one needs this file any more.
+        lock.unlink(missing_ok=True)
+        return record
+
+
+def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress) -> dict:
+    existing = load_record(runs_dir, config, quarantine_bad=True)
+    if existing is not None:  # finished by the process that held the lock before us
+        return existing
+    ckpt = checkpoint_path(runs_dir, config)
+    for path in (record_path(runs_dir, config), ckpt):
+        remove_stale_temporaries(path)
+    study = get_study(config.study)
+    problem = study.make_problem(config)
     max_iter = int(config.budget["max_iter"])
     if max_iter == 0:
         return _evaluate_only(config, problem, runs_dir)
-    ckpt = checkpoint_path(runs_dir, config)
-    started = _now()
-    if ckpt.exists():
-        state = read_pickle(ckpt)
-        opt = AskTellOptimizer.from_state_dict(state["optimizer"])
-        curve, elapsed, resumes = state["curve"], state["elapsed"], state["resumes"] + 1
-        problem.set_state(state["problem"])
-        started = state["started"]
+    params = dict(config.params)
+    # a study may run one optimizer under several labels (e.g. a variant with another grid)
+    optimizer = params.pop("optimizer", config.method)
+    resumed = _resume(ckpt, config, optimizer, problem, max_iter)
+    if resumed is not None:
+        opt, curve, elapsed, resumes, started = resumed
     else:
-        params = dict(config.params)
-        # a study may run one optimizer under several labels (e.g. a variant with another grid)
-        optimizer = params.pop("optimizer", config.method)
+        problem = study.make_problem(config)  # a failed restore may have set part of its state
         opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params)
-        curve, elapsed, resumes = Curve(max_iter), 0.0, 0
+        curve, elapsed, resumes, started = Curve(max_iter), 0.0, 0, _now()
         curve.add(0, 0, opt.f_best, problem.metrics(opt.mean))
 
     def save_checkpoint():
-        write_pickle(ckpt, {"config_hash": config.hash, "optimizer": opt.state_dict(), "curve": curve,
-                            "problem": problem.get_state(), "elapsed": elapsed + time.perf_counter() - t0,
-                            "resumes": resumes, "started": started})
+        write_state(ckpt, {"schema": CHECKPOINT_SCHEMA, "config_hash": config.hash, "config": config.to_dict(),
+                           "optimizer": opt.state_dict(), "curve": curve.state(), "problem": problem.get_state(),
+                           "elapsed": elapsed + time.perf_counter() - t0, "resumes": resumes, "started": started})
 
     status, message = "completed", "maximum number of iterations reached"
     t0 = last_save = time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), stopping.iterations():
         try:
             while opt.nit < max_iter:
+                if stopping.requested() is not None:
+                    save_checkpoint()
+                    stopping.check()
                 nit = opt.nit
                 X = opt.ask()
                 opt.tell(X, problem.objective(X))
@@ -176,6 +262,32 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
     record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes)
     ckpt.unlink(missing_ok=True)
     return record
+
+
+def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: int):
+    """(optimizer, curve, elapsed, resumes, started) from ``config``'s checkpoint, or None.
+
+    A checkpoint that cannot be read, or that holds another run, is quarantined (None).
+    The optimizer is rebuilt by its registry name from the config, never from the file.
+    """
+    if not ckpt.exists():
+        return None
+    try:
+        state = read_state(ckpt)
+        if not isinstance(state, dict) or state.get("schema") != CHECKPOINT_SCHEMA:
+            raise ValueError(f"not a checkpoint of schema {CHECKPOINT_SCHEMA}")
+        if state.get("config_hash") != config.hash or state.get("config") != config.to_dict():
+            raise ValueError(f"it holds the checkpoint of another run (config hash {state.get('config_hash')!r})")
+        opt = baselines.REGISTRY[optimizer].from_state_dict(state["optimizer"])
+        if opt.dim != problem.x0.size:
+            raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
+        curve = Curve.from_state(max_iter, state["curve"])
+        elapsed, resumes, started = float(state["elapsed"]), int(state["resumes"]) + 1, str(state["started"])
+        problem.set_state(state["problem"])
+    except Exception as exc:  # noqa: BLE001 - any defect of the file: recompute rather than stop the study
+        quarantine(ckpt, f"{type(exc).__name__}: {exc}")
+        return None
+    return opt, curve, elapsed, resumes, started
 
 
 def _final_evaluation(problem, mean) -> dict:
@@ -211,6 +323,7 @@ def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall:
             "finished_utc": _now(),
             "wall_time_s": round(wall, 3),
             "resumed": resumes,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         },
     }
     write_json(record_path(runs_dir, config), record)

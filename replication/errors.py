@@ -9,3 +9,12 @@ class ResourceUnavailable(Exception):
     without a traceback. Concrete errors also derive from the built-in type that fits
     (``FileNotFoundError``, ``RuntimeError``), so existing handlers keep working.
     """
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for: the command line or ``params.yaml``.
+
+    The message is complete and names the offending argument or key (``params.yaml: a.b = 'x':
+    must be ...``); the command line prints ``error: <message>`` and exits with status 2,
+    without a traceback. A message may hold several lines, one per problem.
+    """

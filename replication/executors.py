@@ -6,6 +6,20 @@ study. Seeds live in the configs, so results do not depend on scheduling. Each f
 record is passed to ``on_record`` in the calling process (that is where MLflow logging
 happens, so workers never contend for the tracking store).
 
+Runs held by another process (a second study on the same runs directory, see
+:class:`~replication.engine.RunBusy`) are not computed twice: they are set aside, the other
+runs go first, and at the end this process waits for the other one to finish them (or
+resumes them, if it died).
+
+Stopping (:mod:`replication.stopping`): on Ctrl-C or SIGTERM queued runs are cancelled, running
+ones write a checkpoint at their next iteration boundary, and :class:`StopRequested` reaches
+the caller within seconds. Local workers end with their parent even when it is killed with
+SIGKILL; a local Ray instance is shut down with the driver.
+
+Runs that need a GPU (:func:`replication.studies.run_gpus`) get one device each: local
+workers are pinned to one visible GPU apiece (round-robin if there are more workers than
+GPUs; ``--workers`` defaults to the number of GPUs), Ray tasks request ``num_gpus``.
+
 With Ray, workers write checkpoints and records under ``runs_dir``: on a multi-machine
 cluster that directory must be shared storage.
 """
@@ -13,26 +27,44 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from tqdm.auto import tqdm
 
+from . import stopping
 from .config import RunConfig
-from .engine import execute, load_record
-from .studies import get_study
+from .devices import pin, visible_gpus, worker_devices
+from .engine import RunBusy, execute, load_record
+from .errors import ResourceUnavailable
+from .studies import get_study, run_gpus
 
 EXECUTORS = ("local", "ray")
+STOP_GRACE_S = 20.0  # how long stopped workers get to write their checkpoint before they are killed
+BUSY = "busy"
 
 
-def _limit_threads() -> None:
-    """One BLAS thread per worker: the workers already use every core."""
+def _init_worker(parent: int, devices) -> None:
+    """One GPU (if runs need one) and one BLAS thread per worker; stop and parent handling."""
     from threadpoolctl import threadpool_limits
 
+    if devices is not None:
+        pin(devices.get())
+    stopping.worker_init(parent)
     threadpool_limits(1)
 
 
-def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float) -> dict:
-    return execute(RunConfig.from_dict(config_dict), runs_dir, checkpoint_every_s=checkpoint_every_s)
+def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_for_lock: bool):
+    """Worker entry point: the record, :data:`BUSY`, or None when the worker was asked to stop."""
+    try:
+        with stopping.task():
+            return execute(RunConfig.from_dict(config_dict), runs_dir, checkpoint_every_s=checkpoint_every_s,
+                           wait_for_lock=wait_for_lock)
+    except RunBusy:
+        return BUSY
+    except stopping.StopRequested:
+        return None
 
 
 def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executor: str = "local",
@@ -45,7 +77,7 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     records: dict[str, dict] = {}
     todo = []
     for config in configs:
-        record = load_record(runs_dir, config)
+        record = load_record(runs_dir, config, quarantine_bad=True)
         if record is None:
             todo.append(config)
         else:
@@ -63,47 +95,118 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
         bar.set_postfix_str(RunConfig.from_dict(record["config"]).label, refresh=False)
         bar.update(1)
 
+    run = {"ray": _run_ray, "local": _run_serial if workers == 1 else _run_pool}[executor]
     try:
-        if not todo:
-            pass
-        elif executor == "ray":
-            _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s)
-        elif workers == 1:
-            for config in todo:
-                finished(execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s))
-        else:
-            _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s)
+        busy = run(todo, runs_dir, workers, finished, checkpoint_every_s, wait_for_lock=False) if todo else []
+        if busy:  # held by another process: wait for it (or resume what it left)
+            bar.set_postfix_str(f"waiting for {len(busy)} runs held by another process", refresh=True)
+            run(busy, runs_dir, workers, finished, checkpoint_every_s, wait_for_lock=True)
     finally:
         bar.close()
     return [records[c.hash] for c in configs]
 
 
-def _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s):
+def _run_serial(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
+    busy = []
+    for config in todo:
+        try:
+            finished(execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock))
+        except RunBusy:
+            busy.append(config)
+    return busy
+
+
+def default_workers(configs: list[RunConfig]) -> int:
+    """Workers when the user gives none: one per visible GPU if the runs need GPUs, else 1."""
+    if any(run_gpus(c) for c in configs):
+        return max(1, len(visible_gpus()))
+    return 1
+
+
+def _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_limit_threads) as pool:
-        pending = {pool.submit(_execute, c.to_dict(), str(runs_dir), checkpoint_every_s) for c in todo}
+    devices = None
+    gpus = visible_gpus() if any(run_gpus(c) for c in todo) else []
+    if gpus:  # each worker takes one device from the queue when it starts
+        devices = ctx.SimpleQueue()
+        for device in worker_devices(workers, gpus):
+            devices.put(device)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(os.getpid(), devices))
+    busy = []
+    try:
+        pending = {pool.submit(_execute, c.to_dict(), str(runs_dir), checkpoint_every_s, wait_for_lock): c
+                   for c in todo}
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                finished(future.result())
+                config, outcome = pending.pop(future), future.result()
+                if outcome == BUSY:
+                    busy.append(config)
+                elif outcome is None:  # a worker stopped on its own (SIGTERM sent to it directly)
+                    raise stopping.StopRequested(signal.SIGTERM)
+                else:
+                    finished(outcome)
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return busy
 
 
-def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s):
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued runs, ask running workers to checkpoint and exit, kill those that do not."""
+    # CPython keeps the workers in ``_processes``; there is no public accessor before Python 3.14
+    workers = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGTERM)
+    for proc in workers:
+        proc.join(STOP_GRACE_S / max(len(workers), 1))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
     """Ray: connects to ``RAY_ADDRESS`` if set, else starts a local instance with ``workers`` CPUs."""
     import ray
 
     started_here = not ray.is_initialized()
     if started_here:
         address = os.environ.get("RAY_ADDRESS")
+        handlers = {s: signal.getsignal(s) for s in stopping.STOP_SIGNALS}
         ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
                  log_to_driver=False, ignore_reinit_error=True)
+        if threading.current_thread() is threading.main_thread():
+            for s, h in handlers.items():  # ray.init installs its own; keep the clean-stop handlers
+                signal.signal(s, h)
     remote = ray.remote(num_cpus=1)(_execute)
+    busy = []
     try:
-        pending = [remote.remote(c.to_dict(), str(os.path.abspath(runs_dir)), checkpoint_every_s) for c in todo]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                finished(ray.get(ref))
+        needed = max(run_gpus(c) for c in todo)
+        available = ray.cluster_resources().get("GPU", 0)
+        if needed > available:
+            raise ResourceUnavailable(f"runs of study {todo[0].study!r} need {needed} GPU(s) each, but the Ray "
+                                      f"cluster has {available:g}; start Ray on GPU nodes (or set RAY_ADDRESS)")
+        refs = {remote.options(num_gpus=run_gpus(c)).remote(c.to_dict(), str(os.path.abspath(runs_dir)),
+                                                             checkpoint_every_s, wait_for_lock): c
+                for c in todo}
+        try:
+            while refs:
+                done, _ = ray.wait(list(refs), num_returns=1)
+                for ref in done:
+                    config, outcome = refs.pop(ref), ray.get(ref)
+                    if outcome == BUSY:
+                        busy.append(config)
+                    elif outcome is not None:
+                        finished(outcome)
+        except BaseException:
+            for ref in refs:  # queued tasks are dropped; running ones get a KeyboardInterrupt
+                ray.cancel(ref)
+            raise
     finally:
         if started_here:
             ray.shutdown()
+    return busy

@@ -1,22 +1,46 @@
-"""Atomic file writes: a reader (or a run killed mid-write) never sees half a file.
+"""Files of the runs directory: atomic writes, data-only reads, and bad files moved aside.
 
-Write to a temporary file in the same directory, flush and fsync it, then ``os.replace``
-it over the target (atomic on POSIX), and fsync the directory so the rename is durable.
+* Atomic: write to a temporary file in the same directory, flush and fsync it, ``os.replace``
+  it over the target (atomic on POSIX) and fsync the directory, so a reader (or a run killed
+  mid-write) never sees half a file. The file gets the mode an ordinary ``open`` would give
+  (0666 minus the process umask), so a shared ``runs/`` stays readable by the group.
+* Data only: records are JSON; checkpoints are :mod:`sabo.serialization` state files (JSON
+  structure and ``.npz`` arrays loaded with ``allow_pickle=False``). Nothing read from the runs
+  directory is unpickled, imported or evaluated.
+* A file that cannot be used (truncated, garbled, another run's) is renamed to
+  ``<name>.quarantined-<UTC time>`` beside it and reported in one line; the caller then
+  recomputes what it held.
 """
 from __future__ import annotations
 
 import json
 import os
-import pickle
+import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
+
+from sabo import serialization
+
+QUARANTINE_MARK = ".quarantined-"
+_TMP_SUFFIX = ".tmp"
+
+
+def _process_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_process_umask()
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
     try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp creates 0600
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -32,6 +56,20 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Delete temporary files that an interrupted :func:`atomic_write_bytes` of ``path`` left.
+
+    Call it only while no other writer of ``path`` can be active (e.g. holding the run's lock).
+    """
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    stale = list(path.parent.glob(f".{path.name}.*{_TMP_SUFFIX}"))
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale
+
+
 def write_json(path, obj) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
 
@@ -41,10 +79,29 @@ def read_json(path):
         return json.loads(fh.read())
 
 
-def write_pickle(path, obj) -> None:
-    atomic_write_bytes(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+def write_state(path, tree) -> None:
+    """Write a state tree (:mod:`sabo.serialization`) atomically."""
+    atomic_write_bytes(path, serialization.dumps(tree))
 
 
-def read_pickle(path):
+def read_state(path):
+    """Read a state tree; raises :class:`sabo.serialization.StateFormatError` on a bad file."""
     with open(path, "rb") as fh:
-        return pickle.load(fh)
+        return serialization.loads(fh.read())
+
+
+def quarantine(path: str | os.PathLike, reason: str) -> Path:
+    """Move ``path`` aside to ``<name>.quarantined-<UTC time>`` and report it in one line on stderr."""
+    path = Path(path)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    target = path.with_name(f"{path.name}{QUARANTINE_MARK}{stamp}")
+    os.replace(path, target)
+    print(f"warning: {path} is unusable ({reason}); moved aside to {target.name}, the run will be recomputed",
+          file=sys.stderr, flush=True)
+    return target
+
+
+def quarantined_files(directory: str | os.PathLike) -> list[Path]:
+    """Every quarantined file under ``directory``, sorted."""
+    directory = Path(directory)
+    return sorted(directory.rglob(f"*{QUARANTINE_MARK}*")) if directory.is_dir() else []

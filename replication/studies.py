@@ -5,7 +5,9 @@
 * ``make_problem(config) -> Problem``;
 * ``cost(config) -> float``, a rough relative cost used to start long runs first;
 * ``report(params, records, out_dir) -> dict`` writing its tables and figures;
-* optionally ``prepare(params) -> list[str]``: data preparation (``sabo-bench prepare``).
+* optionally ``prepare(params) -> list[str]``: data preparation (``sabo-bench prepare``);
+* optionally ``gpus(config) -> int``: GPUs one run needs (default 0); the executors give each
+  such run a device of its own (:mod:`replication.devices`).
 """
 from __future__ import annotations
 
@@ -28,3 +30,9 @@ def active_profile(params: dict, study: str) -> tuple[str, dict]:
     if name not in p["profiles"]:
         raise ValueError(f"{study}.profile must be one of {sorted(p['profiles'])} (got {name!r})")
     return name, p["profiles"][name]
+
+
+def run_gpus(config) -> int:
+    """GPUs one run of ``config`` needs: its study's ``gpus(config)``, 0 if the study declares none."""
+    gpus = getattr(get_study(config.study), "gpus", None)
+    return int(gpus(config)) if gpus is not None else 0

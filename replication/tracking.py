@@ -11,6 +11,11 @@ Logging is idempotent (a record whose config hash is already logged is skipped) 
 under concurrency: with the default SQLite store every logging call holds an exclusive
 file lock next to the database, so parallel loggers neither lose writes nor create duplicate
 parent runs. The tracking URI is ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///mlflow.db``.
+
+Connecting is bounded in time (``SABO_BENCH_TRACKING_TIMEOUT`` seconds, default 15): a locked
+or broken database or an unreachable server makes ``Tracker()`` raise instead of hanging, so
+the command line can carry on without tracking. Tag values are never spliced raw into MLflow
+filter strings (see ``_tag_clause``): names with quotes are looked up correctly.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import fcntl
 import io
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,10 +35,35 @@ from .config import RunConfig
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 TAG = "sabo_bench"
+DEFAULT_TIMEOUT_S = 15.0     # connecting (lock wait included): a locked sqlite db fails in ~5 s
+LOG_LOCK_TIMEOUT_S = 120.0   # waiting for another logger's file lock while logging one record
 
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def connect_timeout() -> float:
+    try:
+        return float(os.environ.get("SABO_BENCH_TRACKING_TIMEOUT") or DEFAULT_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+# MLflow's filter syntax has no escape: a value is whatever lies between its quotes, and the
+# tokenizer (sqlparse) treats a backslash before a quote as an escaped quote. Values made of
+# other characters are quoted as they are; any other value is matched with LIKE, each of these
+# characters replaced by the one-character wildcard ``_``, and the hits are filtered exactly.
+_UNQUOTABLE = ("'", '"', "\\")
+
+
+def _tag_clause(key: str, value) -> str:
+    """A filter clause selecting runs whose tag ``key`` is ``value`` (a superset when it holds quotes)."""
+    value = str(value)
+    if not any(c in value for c in _UNQUOTABLE):
+        return f"tags.`{key}` = '{value}'"
+    pattern = "".join("_" if c in _UNQUOTABLE else c for c in value)
+    return f"tags.`{key}` LIKE '{pattern}'"
 
 
 def _flatten(prefix: str, obj, out: dict) -> dict:
@@ -48,29 +79,112 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
 
 
+def _flock_until(fh, deadline: float) -> bool:
+    """Lock ``fh`` exclusively, waiting until ``deadline`` (monotonic); False if it did not get it.
+
+    The wait is a blocking ``flock`` (the kernel wakes waiters on release: polling with
+    LOCK_NB starves against loggers that take the lock back at once) in a helper thread. On
+    timeout ``fh`` is closed: should that flock still succeed, the lock goes with the closed
+    file description as soon as the call returns.
+    """
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        pass
+    if deadline <= time.monotonic():
+        return False
+    got = threading.Event()
+
+    def wait():
+        with contextlib.suppress(OSError, ValueError):
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            got.set()
+
+    threading.Thread(target=wait, name="mlflow-lock", daemon=True).start()
+    if got.wait(max(0.0, deadline - time.monotonic())):
+        return True
+    fh.close()  # releases the lock should the helper get it after all
+    return False
+
+
+def _forget_cached_engine(uri: str) -> None:
+    """Drop MLflow's cached SQLAlchemy engine of ``uri`` (best effort, private MLflow API).
+
+    MLflow keeps one engine per database URI for the life of the process, pooled connections
+    included; after a failure (say a corrupt file since replaced) a later Tracker in the same
+    process must open the database afresh rather than reuse a connection to the old file.
+    """
+    try:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        engine = SqlAlchemyStore._engine_map.pop(uri, None)
+        if engine is not None:
+            engine.dispose()
+    except Exception:  # noqa: BLE001 - an MLflow without this cache needs nothing dropped
+        pass
+
+
 class Tracker:
     """Logs records and report artifacts to MLflow (imported lazily: it is slow to import)."""
 
-    def __init__(self, uri: str | None = None):
-        from mlflow.tracking import MlflowClient
+    def __init__(self, uri: str | None = None, *, timeout: float | None = None):
+        """Connect to the tracking store; raises (never hangs) if it is unusable.
+
+        ``timeout`` (default ``SABO_BENCH_TRACKING_TIMEOUT``, else 15 s) bounds the whole
+        connection: waiting for the lock file, creating/migrating the database, the first query.
+        """
+        from mlflow.tracking import MlflowClient  # slow import: outside the deadline
 
         self.uri = uri or tracking_uri()
+        self.timeout = connect_timeout() if timeout is None else float(timeout)
         self._lock_file = None
         if self.uri.startswith("sqlite:///"):
             db = Path(self.uri[len("sqlite:///"):])
             self._lock_file = db.with_name(db.name + ".lock")
-        with self._locked():  # the first access creates/migrates the database: one process at a time
-            self.client = MlflowClient(tracking_uri=self.uri)
-            self.client.search_experiments(max_results=1)
+        self.client = self._connect(MlflowClient)
+
+    def _connect(self, client_class):
+        """The client, after a first query, within ``self.timeout`` seconds.
+
+        The connection runs in a daemon thread: MLflow may block far longer than we want (an
+        HTTP server that does not answer is retried for minutes); on timeout the thread is left
+        behind and dies with the process.
+        """
+        deadline = time.monotonic() + self.timeout
+        outcome: dict = {}
+
+        def connect():
+            try:
+                with self._locked(deadline=deadline):  # the first access creates/migrates the db: one process at a time
+                    client = client_class(tracking_uri=self.uri)
+                    client.search_experiments(max_results=1)
+                outcome["client"] = client
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                _forget_cached_engine(self.uri)
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=connect, name="mlflow-connect", daemon=True)
+        thread.start()
+        thread.join(max(0.0, deadline - time.monotonic()) + 0.5)
+        if "client" in outcome:
+            return outcome["client"]
+        if "error" in outcome:
+            raise outcome["error"]
+        raise TimeoutError(f"no answer from {self.uri} within {self.timeout:g} s")
 
     @contextlib.contextmanager
-    def _locked(self):
+    def _locked(self, deadline: float | None = None):
+        """Hold the lock file next to a SQLite store; TimeoutError past ``deadline`` (monotonic)."""
         if self._lock_file is None:
             yield
             return
+        if deadline is None:
+            deadline = time.monotonic() + LOG_LOCK_TIMEOUT_S
         self._lock_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self._lock_file, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            if not _flock_until(fh, deadline):
+                raise TimeoutError(f"{self._lock_file} is held by another process")
             try:
                 yield
             finally:
@@ -81,9 +195,19 @@ class Tracker:
         exp = self.client.get_experiment_by_name(study)
         return exp.experiment_id if exp is not None else self.client.create_experiment(study)
 
+    def _search(self, exp_id: str, tags: dict) -> list:
+        """Runs of the experiment whose tags equal ``tags`` exactly (keys are full tag names)."""
+        query = " and ".join(_tag_clause(k, v) for k, v in tags.items())
+        runs, token = [], None
+        while True:
+            page = self.client.search_runs([exp_id], filter_string=query, max_results=1000, page_token=token)
+            runs += [r for r in page if all(r.data.tags.get(k) == str(v) for k, v in tags.items())]
+            token = page.token
+            if not token:
+                return runs
+
     def _find(self, exp_id: str, **tags) -> list:
-        query = " and ".join(f"tags.{TAG}_{k} = '{v}'" for k, v in tags.items())
-        return self.client.search_runs([exp_id], filter_string=query, max_results=1000)
+        return self._search(exp_id, {f"{TAG}_{k}": v for k, v in tags.items()})
 
     def _find_or_create(self, exp_id: str, name: str, parent: str | None, **tags) -> str:
         found = self._find(exp_id, **tags)
@@ -158,7 +282,7 @@ class Tracker:
         """Params of the group and final metrics aggregated over its seed runs logged so far."""
         from mlflow.entities import Metric, Param
 
-        children = self.client.search_runs([exp_id], filter_string=f"tags.mlflow.parentRunId = '{group_run}'")
+        children = self._search(exp_id, {"mlflow.parentRunId": group_run})
         finals: dict[str, list[float]] = {}
         for child in children:
             for key, value in child.data.metrics.items():

@@ -62,6 +62,7 @@ def test_run_one_refuses_an_ambiguous_selection(tmp_path, params, capsys):
     assert "matches 4 runs" in capsys.readouterr().err
 
 
-def test_unknown_profile_is_a_clear_error(tmp_path, params):
-    with pytest.raises(ValueError, match="synthetic.profile must be one of"):
-        main(["list", "synthetic", "--params", params, "--profile", "huge", "--runs-dir", str(tmp_path)])
+def test_unknown_profile_is_a_clear_error(tmp_path, params, capsys):
+    assert main(["list", "synthetic", "--params", params, "--profile", "huge", "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--profile 'huge'" in err and "full, tiny" in err and "Traceback" not in err

@@ -26,6 +26,7 @@ import copy
 
 import numpy as np
 
+from sabo.protocol import generator_from_state
 from sabo.validation import check_int
 
 __all__ = ["population_losses", "MiniBatchObjective", "accuracy", "predict", "DEFAULT_BATCH_SIZE"]
@@ -177,19 +178,21 @@ class MiniBatchObjective:
         return _mean_ce(_check_population(X, self.dim), self.features, self.labels, self.n_classes)
 
     def get_state(self) -> dict:
-        """The sampler's state and the call counter (a fresh, picklable dict)."""
+        """The sampler's state and the call counter (a fresh dict of plain data)."""
         return {"bit_generator": type(self._rng.bit_generator).__name__,
                 "state": copy.deepcopy(self._rng.bit_generator.state), "n_calls": self.n_calls}
 
     def set_state(self, state: dict) -> None:
-        """Restore what :meth:`get_state` returned: the next batches are those that followed it."""
-        if not isinstance(state, dict) or not {"bit_generator", "state", "n_calls"} <= set(state):
+        """Restore what :meth:`get_state` returned: the next batches are those that followed it.
+
+        The state is validated (it may come from a checkpoint file): the bit generator must be
+        one of NumPy's (``sabo.protocol.BIT_GENERATORS``), the counter an integer >= 0.
+        """
+        if not isinstance(state, dict) or set(state) != {"bit_generator", "state", "n_calls"}:
             raise ValueError("state must be a dict returned by MiniBatchObjective.get_state()")
-        if state["bit_generator"] != type(self._rng.bit_generator).__name__:
-            bit_generator = getattr(np.random, state["bit_generator"])()
-            self._rng = np.random.Generator(bit_generator)
-        self._rng.bit_generator.state = copy.deepcopy(state["state"])
-        self.n_calls = int(state["n_calls"])
+        rng = generator_from_state({"bit_generator": state["bit_generator"], "state": state["state"]},
+                                   "objective state")
+        self._rng, self.n_calls = rng, check_int("objective state['n_calls']", state["n_calls"], minimum=0)
 
 
 def predict(w, features, *, n_classes: int = 10) -> np.ndarray:

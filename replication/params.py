@@ -1,0 +1,301 @@
+"""The schema of ``params.yaml``: shared pieces, reading, validation and one-line error messages.
+
+Each study declares its section as a pydantic model next to its code
+(:mod:`replication.synthetic.params`, :mod:`replication.image.params`,
+:mod:`replication.prompt.params`; registered in :data:`SCHEMAS`), built from the pieces here:
+
+* :class:`Section`: strict types (YAML's ``"01"`` is not 1, ``true`` is not 1), unknown keys
+  refused with the list of allowed ones, one field per key;
+* :class:`StudySection`: ``profile`` + ``profiles``, the active profile among the profiles,
+  and a hook (:meth:`StudySection.checks`) for the cross-references of each study (a profile
+  naming a setting that does not exist, ...). References are checked for the *active* profile
+  (after ``--profile``): the others are checked for structure, and for their references when
+  they become active;
+* leaf types that carry their allowed range in their error message (:data:`Seeds`,
+  :data:`PosInt`, :data:`PositiveFloat`, :data:`Name`, ...);
+* method grids (:func:`methods_field`): mappings of optimizer parameter -> value (a value, a
+  list of values to search, or a mapping such as SABO's ``rho`` schedule), whose method names and
+  parameters are checked against :data:`baselines.REGISTRY` (``optimizer: <registered name>``
+  runs a registered optimizer under another label).
+
+:func:`validate_params` checks a whole file (or some sections) before anything runs and raises
+:class:`replication.errors.UsageError` with one line per problem, e.g.::
+
+    params.yaml: synthetic.profiles.full.seeds = '01': must be a list of integers >= 0
+    params.yaml: synthetic.settings: key '../x' is not a valid name (letters, digits, '_', '-', '.'; not starting with '.')
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from typing import Annotated, Union
+
+import yaml
+from annotated_types import Ge, Gt, Le, Lt, MinLen
+from pydantic import (AfterValidator, BaseModel, ConfigDict, FiniteFloat, StrictBool, StrictInt, StrictStr,
+                      ValidationError, WrapValidator, model_validator)
+from pydantic_core import PydanticCustomError
+
+from .errors import UsageError
+from .names import is_valid_name, name_problem
+
+#: study -> "module:Model" of its section of params.yaml
+SCHEMAS = {"synthetic": "replication.synthetic.params:SyntheticParams",
+           "image": "replication.image.params:ImageParams",
+           "prompt": "replication.prompt.params:PromptParams"}
+
+_RULE = "params_rule"   # a leaf's value is outside its allowed range; the message says what is allowed
+_AT = "params_at"       # a problem found by a check below the location pydantic reports (ctx: _at, _value, _key)
+
+
+# -- building blocks -----------------------------------------------------------------------------
+def rule(message: str) -> WrapValidator:
+    """Replace whatever pydantic says about a value by ``message`` (which states what is allowed)."""
+    def check(value, handler):
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError(_RULE, message) from None
+    return WrapValidator(check)
+
+
+def at(where: tuple, value, message: str, *, key: bool = False) -> PydanticCustomError:
+    """An error about ``value`` at ``where`` below the location being validated (``key``: the key itself)."""
+    return PydanticCustomError(_AT, message, {"_at": tuple(where), "_value": value, "_key": key})
+
+
+def _name(value):
+    if not is_valid_name(value):
+        raise PydanticCustomError(_RULE, name_problem(value))
+    return value
+
+
+Name = Annotated[str, WrapValidator(lambda v, handler: _name(v))]
+NonNegInt = Annotated[int, Ge(0), rule("must be an integer >= 0")]
+PosInt = Annotated[int, Ge(1), rule("must be an integer >= 1")]
+Popsize = Annotated[int, Ge(2), rule("must be an integer >= 2")]
+PositiveFloat = Annotated[FiniteFloat, Gt(0), rule("must be a finite number > 0")]
+Fraction = Annotated[FiniteFloat, Gt(0), Lt(1), rule("must be a number in (0, 1)")]
+Rate = Annotated[FiniteFloat, Ge(0), Le(1), rule("must be a number in [0, 1]")]
+Text = Annotated[str, MinLen(1), rule("must be a non-empty string")]
+
+
+def _distinct(values):
+    if len(set(values)) != len(values):
+        raise PydanticCustomError(_RULE, "must not repeat a value")
+    return values
+
+
+Seeds = Annotated[list[Annotated[int, Ge(0)]], rule("must be a list of integers >= 0"), AfterValidator(_distinct)]
+NameList = Annotated[list[Name], AfterValidator(_distinct)]   # each name's error is reported at its index
+Rates = Annotated[list[Annotated[FiniteFloat, Ge(0), Le(1)]], rule("must be a list of numbers in [0, 1]"),
+                  AfterValidator(_distinct)]
+
+
+def one_of(*choices: str):
+    """A string among ``choices``."""
+    def check(value):
+        if not isinstance(value, str) or value not in choices:
+            raise PydanticCustomError(_RULE, f"must be one of {', '.join(choices)}")
+        return value
+    return Annotated[str, WrapValidator(lambda v, handler: check(v))]
+
+
+class Section(BaseModel):
+    """A mapping of params.yaml with declared keys: strict types, unknown keys refused."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data):
+        if isinstance(data, dict):
+            for key in data:
+                if key not in cls.model_fields:
+                    raise at((key,), data[key], f"unknown key (allowed here: {', '.join(cls.model_fields)})")
+        return data
+
+
+class StudySection(Section):
+    """A study's section: ``profile`` names one of ``profiles``; :meth:`checks` cross-references the rest."""
+
+    profile: Name
+
+    @model_validator(mode="after")
+    def _cross_check(self):
+        if self.profile not in self.profiles:  # every study declares `profiles: dict[Name, <its profile>]`
+            raise at(("profile",), self.profile, f"must be one of the profiles ({', '.join(self.profiles)})")
+        for where, value, message in self.checks():
+            raise at(where, value, message)
+        return self
+
+    @property
+    def active(self):
+        return self.profiles[self.profile]
+
+    def checks(self):
+        """Yield ``(where, value, message)`` for each cross-reference that does not hold (the first is reported)."""
+        return iter(())
+
+    def names(self) -> dict[str, set[str]]:
+        """The names ``--setting``, ``--method`` and ``--function`` may take for this study."""
+        raise NotImplementedError
+
+
+def references(where: tuple, names, known, what: str):
+    """``(where + (i,), name, message)`` for each of ``names`` that is not among ``known``."""
+    for i, name in enumerate(names):
+        if name not in known:
+            yield where + (i,), name, f"is not {what} ({', '.join(known) or 'none defined'})"
+
+
+# -- method grids --------------------------------------------------------------------------------
+Scalar = Union[StrictBool, StrictInt, FiniteFloat, StrictStr]
+GridValue = Annotated[Union[Scalar, Annotated[list[Scalar], MinLen(1)], dict[StrictStr, Scalar]],
+                      rule("must be a number, string or boolean, a non-empty list of those, or a mapping of those")]
+
+
+def _grid_mapping(value, handler):
+    if not isinstance(value, dict):
+        raise PydanticCustomError(_RULE, "must be a mapping of optimizer parameter -> value (empty for the defaults)")
+    return handler(value)
+
+
+Grid = Annotated[dict[StrictStr, GridValue], WrapValidator(_grid_mapping)]
+#: the optimizer's constructor arguments that the engine passes itself
+ENGINE_ARGUMENTS = ("x0", "seed")
+
+
+def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
+    """The type of a study's ``methods``: method name -> parameter grid, checked against baselines.REGISTRY.
+
+    ``lists``: whether the study expands lists into a grid search (image, prompt) or passes every
+    value to the optimizer as is (synthetic). ``reserved``: names the study uses itself.
+    """
+    def check(methods: dict) -> dict:
+        import baselines
+
+        registry = ", ".join(baselines.REGISTRY)
+        for name, grid in methods.items():
+            if name in reserved:
+                raise at((name,), grid, f"is reserved by the study; choose another name", key=True)
+            optimizer = grid.get("optimizer", name)
+            if "optimizer" in grid and optimizer not in baselines.REGISTRY:
+                raise at((name, "optimizer"), optimizer, f"must be a registered optimizer ({registry})")
+            if optimizer not in baselines.REGISTRY:
+                raise at((name,), grid, f"is not a registered optimizer ({registry}); to run one under another "
+                                        "label, set `optimizer: <registered name>` in its grid", key=True)
+            allowed = [p for p in baselines.parameters(optimizer) if p not in ENGINE_ARGUMENTS]
+            for param, value in grid.items():
+                if param == "optimizer":
+                    continue
+                if param not in allowed:
+                    raise at((name, param), value, f"is not a parameter of {optimizer} (allowed: {', '.join(allowed)})",
+                             key=True)
+                if isinstance(value, list) and not lists:
+                    raise at((name, param), value, "must be a single value: this study runs one configuration per "
+                                                   "method (lists are not expanded into a grid)")
+        return methods
+
+    return Annotated[dict[Name, Grid], AfterValidator(check)]
+
+
+# -- reading, validating, reporting --------------------------------------------------------------
+def schema(study: str) -> type[StudySection]:
+    module, _, model = SCHEMAS[study].partition(":")
+    return getattr(importlib.import_module(module), model)
+
+
+def read_params(path) -> dict:
+    """The mapping in the YAML file ``path``; a one-line :class:`UsageError` if it cannot be one."""
+    try:
+        with open(path) as fh:
+            raw = yaml.safe_load(fh)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the parameter file ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{path}: not valid YAML: {what}{where}") from None
+    if raw is None:
+        raise UsageError(f"{path}: the file is empty (expected the sections {', '.join(SCHEMAS)})")
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: must be a mapping of study sections ({', '.join(SCHEMAS)}), "
+                         f"not a {type(raw).__name__}")
+    return raw
+
+
+def validate_params(raw: dict, *, source: str = "params.yaml", studies=None) -> dict[str, StudySection]:
+    """Validate the sections ``studies`` of ``raw`` (default: every section present).
+
+    Returns study -> validated model; raises :class:`UsageError` with one line per problem. The
+    sections named in ``studies`` must be present; top-level keys must be study names.
+    """
+    lines = [f"{source}: {key} = {_show(value)}: unknown key (allowed here: {', '.join(SCHEMAS)})"
+             for key, value in raw.items() if key not in SCHEMAS]
+    wanted = list(SCHEMAS if studies is None else studies)
+    models = {}
+    for study in wanted:
+        if study not in raw:
+            if studies is not None:
+                present = ", ".join(str(k) for k in raw) or "none"
+                lines.append(f"{source}: {study}: section missing (the file has: {present})")
+            continue
+        try:
+            models[study] = schema(study).model_validate(raw[study])
+        except ValidationError as exc:
+            lines.extend(format_error(err, source, (study,)) for err in exc.errors())
+    if lines:
+        raise UsageError("\n".join(lines))
+    return models
+
+
+def format_error(err: dict, source: str, prefix: tuple = ()) -> str:
+    """One line from one pydantic error: ``<source>: <key path> = <value>: <what is allowed>``."""
+    loc, value, kind = prefix + tuple(err["loc"]), err.get("input"), err["type"]
+    message, is_key = err["msg"], False
+    if kind == _AT:
+        ctx = err["ctx"]
+        loc, value, is_key = loc + tuple(ctx["_at"]), ctx["_value"], ctx["_key"]
+    elif loc and loc[-1] == "[key]":
+        loc, is_key = loc[:-1], True
+    elif kind == "missing":
+        return f"{source}: {_path(loc)}: required key missing"
+    elif kind in ("model_type", "model_attributes_type", "dict_type"):
+        message = "must be a mapping"
+    elif kind == "list_type":
+        message = "must be a list"
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    if is_key:
+        return f"{source}: {_path(loc[:-1])}: key {_show_key(loc[-1])} {message}"
+    return f"{source}: {_path(loc)} = {_show(value)}: {message}"
+
+
+def _path(loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) and not isinstance(part, bool) else f".{part}"
+    return out.lstrip(".") or "(top level)"
+
+
+def _show_key(key) -> str:
+    return repr(key)
+
+
+def _show(value, limit: int = 80) -> str:
+    text = repr(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        text = str(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def selectable(study: str, section: dict) -> dict[str, set[str]]:
+    """The names ``--setting``/``--method``/``--function`` may take, from a study's (valid) section."""
+    return schema(study).model_validate(section).names()
+
+
+__all__ = ["SCHEMAS", "Section", "StudySection", "Name", "NameList", "NonNegInt", "PosInt", "Popsize",
+           "PositiveFloat", "Fraction", "Rate", "Rates", "Seeds", "Text", "Grid", "one_of", "rule", "at",
+           "references", "methods_field", "schema", "read_params", "validate_params", "format_error", "selectable"]

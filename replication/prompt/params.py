@@ -1,0 +1,70 @@
+"""The schema of ``params.yaml``'s ``prompt`` section (see :mod:`replication.params`).
+
+One field per key: a new key of the section needs a field in :class:`PromptParams` (unknown keys
+are refused), e.g. ``compile: Flag = False`` or ``attention: one_of(*ATTENTIONS) = "sdpa"`` (a
+default keeps older files valid; keep it equal to the study's default).
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+from annotated_types import Ge
+from pydantic import StrictBool
+
+from replication.params import (Name, NameList, NonNegInt, PosInt, Popsize, PositiveFloat, Seeds, Section,
+                                StudySection, Text, methods_field, one_of, references, rule)
+
+ZERO_SHOT = "zero_shot"        # replication.prompt.study.ZERO_SHOT: the zero-shot runs' setting and method
+SELECTIONS = ("best_dev", "final")
+WEIGHTS = ("fp32", "bf16")
+ATTENTIONS = ("sdpa", "eager")
+
+Iterations = Annotated[int, Ge(0), rule("must be an integer >= 0")]
+Flag = Annotated[StrictBool, rule("must be true or false")]
+
+
+class PromptProfile(Section):
+    tasks: NameList
+    seeds: Seeds
+    iterations: Iterations
+    # optional narrowings (absent: all of the section's dims / methods; null is refused)
+    dims: NameList = None
+    methods: NameList = None
+
+
+class PromptParams(StudySection):
+    profile: Name
+    profiles: dict[Name, PromptProfile]
+    backbone: Text                 # a hub name or a local directory
+    device: Text                   # cuda, cuda:1, cpu, ...
+    weights: one_of(*WEIGHTS)
+    attention: one_of(*ATTENTIONS) = "sdpa"
+    bucketing: Flag = True
+    compile: Flag = False
+    k_shot: PosInt
+    max_length: PosInt
+    placeholder_offset: NonNegInt
+    selection: one_of(*SELECTIONS)
+    dims: dict[Name, PosInt]       # setting -> d
+    popsize: Popsize
+    sigma0: PositiveFloat
+    methods: methods_field(lists=True, reserved=(ZERO_SHOT,))
+
+    def checks(self):
+        from .tasks import TASK_NAMES
+
+        if ZERO_SHOT in self.dims:
+            yield ("dims",), self.dims[ZERO_SHOT], f"key {ZERO_SHOT!r} is reserved for the zero-shot runs"
+        where = ("profiles", self.profile)
+        yield from references(where + ("tasks",), self.active.tasks, list(TASK_NAMES), "a prompt task")
+        if self.active.dims is not None:
+            yield from references(where + ("dims",), self.active.dims, list(self.dims), "a setting under prompt.dims")
+        if self.active.methods is not None:
+            yield from references(where + ("methods",), self.active.methods, list(self.methods),
+                                  "a method under prompt.methods")
+
+    def names(self) -> dict[str, set[str]]:
+        from .tasks import TASK_NAMES
+
+        return {"setting": set(self.dims) | {ZERO_SHOT}, "method": set(self.methods) | {ZERO_SHOT},
+                "function": set(TASK_NAMES)}

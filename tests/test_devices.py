@@ -1,0 +1,61 @@
+"""GPU scheduling: one device per run, on CPU with stubbed devices (local pool) and fake GPUs (Ray)."""
+import pytest
+
+from helpers import small_config
+from replication import executors
+from replication.devices import visible_gpus, worker_devices
+from replication.errors import ResourceUnavailable
+from replication.executors import default_workers, run_configs
+
+CONFIGS = [small_config("ingo", T=400, seed=s, function=f) for s in (0, 1, 2) for f in ("ellipsoid", "levy")]
+
+
+@pytest.mark.parametrize("env, ids", [("3,5", ["3", "5"]), ("", []), ("-1", []), ("0,-1,2", ["0"]),
+                                      (" 1 , 2 ", ["1", "2"])])
+def test_visible_gpus_follows_cuda_visible_devices(monkeypatch, env, ids):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
+    assert visible_gpus() == ids
+
+
+def test_each_worker_gets_its_own_device_round_robin():
+    assert worker_devices(2, ["3", "5"]) == ["3", "5"]
+    assert worker_devices(3, ["0", "1"]) == ["0", "1", "0"]
+    assert worker_devices(4, []) == []
+
+
+def test_default_workers_is_one_per_gpu_for_gpu_runs(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+    assert default_workers(CONFIGS) == 1  # synthetic runs need no GPU
+    monkeypatch.setattr(executors, "run_gpus", lambda config: 1)
+    assert default_workers(CONFIGS) == 8
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert default_workers(CONFIGS) == 1
+
+
+def test_local_workers_are_pinned_to_one_device_each(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setattr(executors, "run_gpus", lambda config: 1)
+    records = run_configs(CONFIGS, tmp_path, workers=2, progress=False)
+    devices = [r["provenance"]["cuda_visible_devices"] for r in records]
+    assert set(devices) <= {"3", "5"} and len(devices) == len(CONFIGS)
+
+
+def test_runs_without_gpu_needs_are_not_pinned(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    records = run_configs(CONFIGS[:2], tmp_path, workers=2, progress=False)
+    assert {r["provenance"]["cuda_visible_devices"] for r in records} == {"3,5"}
+
+
+def test_ray_tasks_request_one_gpu_each(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(executors, "run_gpus", lambda config: 1)
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        records = run_configs(CONFIGS, tmp_path / "a", workers=2, executor="ray", progress=False)
+        devices = {r["provenance"]["cuda_visible_devices"] for r in records}
+        assert devices <= {"0", "1"} and devices
+        monkeypatch.setattr(executors, "run_gpus", lambda config: 3)
+        with pytest.raises(ResourceUnavailable, match="need 3 GPU"):
+            run_configs(CONFIGS[:1], tmp_path / "b", workers=2, executor="ray", progress=False)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,111 @@
+"""Stopping a study: Ctrl-C and SIGTERM end it within seconds, cleanly; workers never outlive it."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import deterministic_part
+from replication.cli import load_params
+from replication.engine import execute
+from replication.studies import get_study
+
+ROOT = Path(__file__).resolve().parents[1]
+STOP_WITHIN_S = 10.0
+
+
+@pytest.fixture
+def study(tmp_path):
+    """A params file whose profile 'stoptest' has four SABO runs of a few seconds each."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["synthetic"]["profiles"]["stoptest"] = {"seeds": [0, 1], "iterations": {"d200_N50": 3000}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "replication.cli", "run", "synthetic", "--params", str(path), "--profile", "stoptest",
+           "--method", "sabo", "--function", "levy", "ellipsoid", "--runs-dir", str(runs), "--no-track", "--quiet",
+           "--checkpoint-every", "0.2"]
+    return cmd, runs, path
+
+
+def children(pid: int) -> set[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def start_and_wait_for_checkpoints(cmd, runs, n=2, *, timeout=90):
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while len(list(runs.rglob("*.ckpt"))) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.1)
+    return proc
+
+
+def wait_gone(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_study_within_seconds_and_a_rerun_resumes(study, sig, status):
+    cmd, runs, params_path = study
+    proc = start_and_wait_for_checkpoints(cmd + ["--workers", "2"], runs)
+    workers = children(proc.pid)
+    assert len(workers) >= 2
+    t0 = time.monotonic()
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C does: the whole foreground group
+    else:
+        proc.send_signal(sig)  # `kill PID` reaches the main process only
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < STOP_WITHIN_S
+    assert proc.returncode == status
+    assert "Traceback" not in err and f"stopped by {signal.Signals(sig).name}" in err
+    assert not wait_gone(workers, 5.0)
+    assert list(runs.rglob("*.ckpt"))  # interrupted runs kept their checkpoints
+
+    rerun = subprocess.run(cmd + ["--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    params = load_params(str(params_path), "synthetic", "stoptest")
+    configs = [c for c in get_study("synthetic").configs(params) if c.method == "sabo"
+               and c.problem["name"] in ("levy", "ellipsoid")]
+    assert len(configs) == 4
+    resumed = 0
+    for config in configs:
+        record = execute(config, runs)
+        resumed += record["provenance"]["resumed"]
+        if record["provenance"]["resumed"]:
+            reference = execute(config, runs.parent / "reference")
+            assert deterministic_part(record) == deterministic_part(reference)
+    assert resumed >= 1
+
+
+def test_workers_do_not_outlive_a_killed_main_process(study):
+    cmd, runs, _ = study
+    proc = start_and_wait_for_checkpoints(cmd + ["--workers", "2"], runs)
+    workers = children(proc.pid)
+    assert len(workers) >= 2
+    proc.kill()
+    proc.communicate()
+    assert not wait_gone(workers, 5.0), "workers kept running after their parent was killed"
