@@ -8,9 +8,12 @@ Builds, in a temporary directory: a byte-level BPE tokenizer with RoBERTa's spec
 over that vocabulary, saved with ``save_pretrained``; SST-2-schema sentences (``--per-class`` per
 class), prepared with BBT's few-shot split (k = 16). Then it runs the study's ``smoke`` profile
 from ``params.yaml`` (SST-2, d = 200, one seed, CMA-ES / INGO / SABO grids and the zero-shot
-row) through ``sabo-bench run prompt`` and ``sabo-bench report prompt``, with the backbone, the
-device and the precision (``--weights``) replaced, and prints per-run wall times and seconds per
-iteration.
+row) through ``sabo-bench run prompt`` and ``sabo-bench report prompt``, with the backbone and
+the device replaced and the objective's options from ``params.yaml`` unless given (``--weights``,
+``--attention``, ``--bucketing``/``--no-bucketing``, ``--compile``; ``--earlier`` = the set-up before
+these options: fp32 weights, sdpa, no bucketing, no compile), and prints per-run wall times and
+seconds per iteration, and their medians for the one-round methods and SABO (``--json``).
+Nothing is tracked (``--no-track``); ``--no-report`` skips the report (it needs matplotlib).
 
 What it checks: the whole path a GPU run takes (loading from a local directory, encoding once,
 the batched objective under bf16 autocast, metrics and best-dev tracking every iteration, the
@@ -53,7 +56,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", choices=sorted(SHAPES), default="small")
-    ap.add_argument("--weights", choices=["fp32", "bf16"], default="fp32", help="prompt.weights (precision)")
+    ap.add_argument("--weights", choices=["fp32", "bf16"], default=None, help="prompt.weights (default: params.yaml)")
+    ap.add_argument("--attention", choices=["sdpa", "eager"], default=None, help="prompt.attention")
+    ap.add_argument("--bucketing", action=argparse.BooleanOptionalAction, default=None, help="prompt.bucketing")
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="prompt.compile")
+    ap.add_argument("--earlier", action="store_true",
+                    help="the set-up before these options: fp32 weights, sdpa, no bucketing, no compile")
+    ap.add_argument("--no-report", action="store_true", help="skip `sabo-bench report prompt`")
+    ap.add_argument("--json", default=None, help="write per-run times and the medians here")
     ap.add_argument("--iterations", type=int, default=None, help="override the smoke profile's T")
     ap.add_argument("--per-class", type=int, default=64, help="made-up training sentences per class")
     ap.add_argument("--out", default=None, help="copy the report here")
@@ -82,8 +92,13 @@ def main(argv=None) -> int:
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     p = params["prompt"]
-    p.update(profile="smoke", backbone=str(work / "model"), device=args.device, placeholder_offset=100,
-             weights=args.weights)
+    p.update(profile="smoke", backbone=str(work / "model"), device=args.device, placeholder_offset=100)
+    if args.earlier:
+        p.update(weights="fp32", attention="sdpa", bucketing=False, compile=False)
+    for key in ("weights", "attention", "bucketing", "compile"):
+        if getattr(args, key) is not None:
+            p[key] = getattr(args, key)
+    options = {k: p.get(k) for k in ("weights", "attention", "bucketing", "compile")}
     if args.iterations is not None:
         p["profiles"]["smoke"]["iterations"] = args.iterations
     (work / "params.yaml").write_text(yaml.safe_dump(params))
@@ -91,25 +106,43 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     rc = cli.main(["run", "prompt", *common, "--no-track", "--quiet"])
     wall = time.perf_counter() - t0
-    if rc != 0:
-        return rc
-    records = [read_json(path) for path in sorted((work / "runs").rglob("*.json"))]
+    if rc != 0:  # interrupted (a time limit) or failed: report the runs that finished
+        print(f"# sabo-bench run prompt exited with status {rc}; the table shows the finished runs")
+    records = [r for r in (read_json(path) for path in sorted((work / "runs").rglob("*.json")))
+               if isinstance(r, dict) and "config" in r and "result" in r]   # records, not checkpoints
     where = torch.cuda.get_device_name() if args.device == "cuda" else args.device
-    print(f"# {len(records)} runs in {wall:.1f} s on {where}, weights {args.weights}")
+    print(f"# {len(records)} runs in {wall:.1f} s on {where}, {options}")
     # random weights: the prompt (scale sigma_e, added after the embedding LayerNorm) moves the loss
     # only slightly, hence the change is printed rather than the two values
     print(f"{'method':<10} {'params':<22} {'T':>3} {'wall s':>8} {'s/iter':>8} {'train loss':>10} {'change':>10} "
           f"{'test final':>10} {'test best-dev':>13}")
+    per_run = []
     for r in records:
         c, res = r["config"], r["result"]
         T = c["budget"]["max_iter"]
         hp = ", ".join(f"{k}={v}" for k, v in c["params"].items() if k not in ("sigma0", "popsize")) or "-"
         ev, curve = res["final_evaluation"], res["curve"]
         per_iter = r["provenance"]["wall_time_s"] / T if T else float("nan")
+        per_run.append({"method": c["method"], "params": c["params"], "T": T, "wall_s": r["provenance"]["wall_time_s"],
+                        "s_per_iter": per_iter})
         change = curve["train_loss"][-1] - curve["train_loss"][0]
         print(f"{c['method']:<10} {hp:<22} {T:>3} {r['provenance']['wall_time_s']:>8.2f} {per_iter:>8.3f} "
               f"{curve['train_loss'][0]:>10.5f} {change:>10.2e} {ev['test_metric_final']:>10.3f} "
               f"{ev['test_metric_best_dev']:>13.3f}")
+    one_round = [x["s_per_iter"] for x in per_run if x["T"] and x["params"].get("optimizer", x["method"]) != "sabo"]
+    two_round = [x["s_per_iter"] for x in per_run if x["T"] and x["params"].get("optimizer", x["method"]) == "sabo"]
+    summary = {"one_round_s_per_iter_median": float(np.median(one_round)) if one_round else None,
+               "sabo_s_per_iter_median": float(np.median(two_round)) if two_round else None}
+    print(f"# median s/iteration: one-round methods {summary['one_round_s_per_iter_median']}, "
+          f"SABO {summary['sabo_s_per_iter_median']} ({len(one_round)} + {len(two_round)} runs)")
+    if args.json:
+        import json
+
+        Path(args.json).write_text(json.dumps({"device": where, "model": args.model, "options": options,
+                                               "runs": len(records), "wall_s": wall, **summary, "per_run": per_run},
+                                              indent=2))
+    if args.no_report or rc != 0:
+        return rc
     rc = cli.main(["report", "prompt", *common, "--out", str(work / "results"), "--no-track"])
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

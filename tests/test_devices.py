@@ -59,3 +59,15 @@ def test_ray_tasks_request_one_gpu_each(tmp_path, monkeypatch):
             run_configs(CONFIGS[:1], tmp_path / "b", workers=2, executor="ray", progress=False)
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cuda:1", 1), ("cpu", 0)])
+def test_prompt_runs_on_cuda_need_one_gpu_each(device, gpus):
+    pytest.importorskip("torch")
+    from replication.config import RunConfig
+    from replication.studies import run_gpus
+
+    config = RunConfig(study="prompt", setting="d200", problem={"name": "sst2", "device": device}, method="ingo",
+                       params={}, seed=0, budget={"max_iter": 1})
+    assert run_gpus(config) == gpus
+    assert run_gpus(small_config("ingo")) == 0

@@ -16,9 +16,11 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import sabo  # noqa: E402
-from replication.prompt.model import BackboneUnavailable, load_backbone, random_backbone, roberta_large_config  # noqa: E402
+from replication.prompt.model import (  # noqa: E402
+    BackboneUnavailable, load_backbone, random_backbone, roberta_large_config, set_attention)
 from replication.prompt.objective import (  # noqa: E402
-    PromptObjective, encode_ids, encode_template, encode_texts, f1_score, label_word_ids)
+    PromptObjective, encode_ids, encode_template, encode_texts, f1_score, label_word_ids, length_buckets,
+    padding_fraction)
 from replication.prompt.soft_prompt import PromptInjector, PromptProjection, embedding_module, embedding_std  # noqa: E402
 from tiny_roberta import (  # noqa: E402
     LABEL_WORDS, N_PROMPT, TEMPLATE, placeholder_ids, sentiment_examples, tiny_model, tiny_tokenizer)
@@ -220,23 +222,112 @@ def test_f1_and_accuracy_match_hand_computation(model, tok, train):
     assert np.array_equal(p, pred) and np.array_equal(t, y)
 
 
-@pytest.mark.parametrize("chunk_rows, example_block", [
-    (1, None),     # one row per forward
-    (7, None),     # candidate-major rows: chunks split a candidate's 16 examples and mix candidates
-    (16, None),    # one candidate per forward
-    (40, None),    # 2.5 candidates per forward
-    (1000, None),  # the whole population in one forward
-    (9, 5),        # length-blocked row order, chunks crossing blocks
-    (None, 8),     # the defaults
+# Batched vs reference (one candidate at a time, always masked): fp32 on the CPU, tolerance 1e-5
+# relative (measured ~1e-7). Layouts: the earlier example blocks (bucketing=False) and length buckets.
+@pytest.mark.parametrize("kw", [
+    dict(bucketing=False, chunk_rows=1, example_block=None),     # one row per forward
+    dict(bucketing=False, chunk_rows=7, example_block=None),     # chunks split candidates and mix them
+    dict(bucketing=False, chunk_rows=16, example_block=None),    # one candidate per forward
+    dict(bucketing=False, chunk_rows=40, example_block=None),    # 2.5 candidates per forward
+    dict(bucketing=False, chunk_rows=1000, example_block=None),  # the whole population in one forward
+    dict(bucketing=False, chunk_rows=9, example_block=5),        # length-blocked rows, chunks crossing blocks
+    dict(bucketing=False),                                       # the earlier defaults
+    dict(),                                                      # the defaults: buckets merged up to 4096 tokens
+    dict(bucket_tokens=0),                                       # one bucket per length: no padding, no mask
+    dict(bucket_tokens=0, chunk_rows=5),                         # buckets split into forwards of whole candidates
+    dict(bucket_tokens=0, chunk_rows=1),                         # a bucket larger than a forward: examples split
+    dict(bucket_tokens=0, bucket_pad=0.05),                      # near-equal lengths merged, padded, masked
+    dict(bucket_tokens=300, chunk_tokens=400),                   # both limits at work
 ])
-def test_batched_equals_per_candidate_loop(model, tok, train, chunk_rows, example_block):
+def test_batched_equals_per_candidate_loop(model, tok, train, kw):
     Z = population(7, seed=2)
-    obj = make_objective(model, tok, train, chunk_rows=chunk_rows, example_block=example_block)
+    obj = make_objective(model, tok, train, **kw)
     batched, loop = obj.losses(Z), obj.loss_loop(Z)
     np.testing.assert_allclose(batched, loop, rtol=1e-5)
     reference = make_objective(model, tok, train, chunk_rows=16).loss_loop(Z)
     np.testing.assert_allclose(batched, reference, rtol=1e-5)
     assert obj.n_evaluations == 14 and obj.n_calls == 2
+    # every (candidate, example) row exactly once; the plan's shapes are what losses runs
+    cand, ex = obj.row_layout(7)
+    assert sorted(zip(cand.tolist(), ex.tolist())) == [(c, e) for c in range(7) for e in range(len(train))]
+    fws = obj._plan(obj._batch, 7, obj._plan_kind())
+    assert [(f.rows, f.length) for f in fws] == obj.forward_shapes(7)
+    assert sum(f.rows for f in fws) == 7 * len(train)
+    if kw.get("bucketing", True):
+        for f in fws:  # a forward holds whole candidates, unmasked exactly when no row is padded
+            assert f.rows % (f.c1 - f.c0) == 0 or f.c1 - f.c0 == 1
+            assert (f.att is None) == bool(np.all(f.lengths == f.length))
+            assert f.length == f.lengths.max()
+    if kw.get("bucket_tokens") == 0 and not kw.get("bucket_pad"):
+        assert obj.padding_fraction(7) == 0.0 and all(f.att is None for f in fws)
+    # one candidate's scores (the metrics' path) use the same layout and match the loss
+    z = Z[3]
+    assert obj.scores(z)["loss"] == pytest.approx(loop[3], rel=1e-5)
+
+
+def test_length_buckets_and_padding_fraction_by_hand():
+    # padding fraction: forwards of rows with real lengths [3, 5] and [4, 4, 2]: pads to 5 and 4
+    assert padding_fraction([[3, 5], [4, 4, 2]]) == pytest.approx(1 - (8 + 10) / (2 * 5 + 3 * 4))
+    assert padding_fraction([[7, 7, 7]]) == 0.0 and padding_fraction([]) == 0.0
+    lengths = np.array([10, 10, 11, 12, 12, 12, 20])
+    # one bucket per distinct length
+    assert length_buckets(lengths, 4, min_tokens=0, max_pad=0.0) == [(0, 2), (2, 3), (3, 6), (6, 7)]
+    # a bucket takes in the next length while it holds fewer than min_tokens (n x rows x longest):
+    # 4 x 2 x 10 = 80 < 100 -> merge 11 (4 x 3 x 11 = 132 >= 100: closed); 12s alone 144; 20 alone
+    assert length_buckets(lengths, 4, min_tokens=100, max_pad=0.0) == [(0, 3), (3, 6), (6, 7)]
+    # or while the padding share stays <= max_pad: 10,10 + 11 -> 2/33 = 6.1% > 4%; 11 + 12,12,12 -> 1/48
+    assert length_buckets(lengths, 4, min_tokens=0, max_pad=0.04) == [(0, 2), (2, 6), (6, 7)]
+    # 10,10,11 -> 6.1%; + 12,12,12 -> (6 x 12 - 67) / 72 = 6.9%; + 20 -> 40%
+    assert length_buckets(lengths, 4, min_tokens=0, max_pad=0.07) == [(0, 6), (6, 7)]
+    assert length_buckets(lengths, 1, min_tokens=10 ** 6, max_pad=0.0) == [(0, 7)]  # one candidate: one bucket
+    with pytest.raises(ValueError, match="sorted"):
+        length_buckets([3, 2], 1, min_tokens=0, max_pad=0.0)
+
+
+def test_padding_fraction_of_the_layouts(model, tok, train):
+    """Exact buckets pad nothing; the earlier block layout pads; the default pads at most as much."""
+    before = make_objective(model, tok, train, bucketing=False).padding_fraction(7)
+    exact = make_objective(model, tok, train, bucket_tokens=0).padding_fraction(7)
+    default = make_objective(model, tok, train).padding_fraction(7)
+    lengths = np.sort(train.lengths)
+    assert before == pytest.approx(1 - lengths.sum() / (len(lengths) * lengths.max()))  # one chunk, longest
+    assert exact == 0.0 and 0.0 <= default <= before
+    loop = make_objective(model, tok, train, chunk_rows=4).padding_fraction(7, loop=True)
+    assert loop == pytest.approx(padding_fraction([lengths[i: i + 4] for i in range(0, len(lengths), 4)]))
+
+
+def test_sdpa_and_eager_attention_agree(model, tok, train):
+    """The same weights with eager attention: losses within 1e-5 relative (fp32), masked and unmasked forwards."""
+    eager = tiny_model(initializer_range=0.3)
+    set_attention(eager, "eager")
+    assert eager.config._attn_implementation == "eager" and model.config._attn_implementation == "sdpa"
+    Z = population(6, seed=4)
+    for kw in (dict(), dict(bucket_tokens=0), dict(bucketing=False)):
+        np.testing.assert_allclose(make_objective(eager, tok, train, **kw).losses(Z),
+                                   make_objective(model, tok, train, **kw).losses(Z), rtol=1e-5)
+    with pytest.raises(ValueError, match="attention must be one of"):
+        set_attention(eager, "flash")
+
+
+def test_bf16_losses_close_to_fp32_and_rank_100_candidates_alike(model, tok, train):
+    """All-bf16 (weights and compute) vs fp32 on 100 candidates z ~ N(0, I) (the optimizer's first population).
+
+    Stated tolerance: every loss within 5e-2 relative of fp32 (measured 1.8e-2 max, 0.5e-2 mean),
+    mean relative difference <= 1e-2, Spearman rank correlation >= 0.99 (measured 0.9988).
+    """
+    from scipy.stats import spearmanr
+
+    Z = population(100, scale=1.0, seed=0)
+    ref = make_objective(model, tok, train).losses(Z)
+    low_model = tiny_model(initializer_range=0.3).to(torch.bfloat16)
+    low = make_objective(low_model, tok, train)
+    assert low.autocast is False
+    got = low.losses(Z)
+    rel = np.abs(got - ref) / np.abs(ref)
+    assert rel.max() < 5e-2 and rel.mean() < 1e-2, (rel.max(), rel.mean())
+    assert spearmanr(got, ref)[0] >= 0.99
+    assert np.std(ref) > 0.1  # the candidates differ well beyond bf16's rounding: a meaningful ranking
+    np.testing.assert_allclose(low.loss_loop(Z[:5]), got[:5], rtol=2e-2)  # bf16: batched vs reference
 
 
 def test_objective_accepts_torch_and_rejects_bad_shapes(model, tok, train):

@@ -16,7 +16,12 @@ import torch
 
 from replication.errors import ResourceUnavailable
 
-__all__ = ["BackboneUnavailable", "load_backbone", "random_backbone", "roberta_large_config"]
+__all__ = ["BackboneUnavailable", "load_backbone", "random_backbone", "roberta_large_config", "set_attention",
+           "compile_encoder", "ATTENTIONS"]
+
+# attention implementations the study offers: PyTorch scaled_dot_product_attention (transformers'
+# default for RoBERTa; flash / memory-efficient kernels on CUDA) and the plain matmul-softmax one
+ATTENTIONS = ("sdpa", "eager")
 
 
 class BackboneUnavailable(ResourceUnavailable, RuntimeError):
@@ -65,8 +70,40 @@ def _dtype_kwarg(dtype) -> dict:
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
 
 
+def set_attention(model, implementation: str | None):
+    """Switch ``model`` to the attention ``implementation`` (``"sdpa"`` or ``"eager"``); None: leave it."""
+    if implementation is None:
+        return model
+    if implementation not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {implementation!r}")
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(implementation)
+    else:  # pragma: no cover - transformers < 4.48
+        model.config._attn_implementation = implementation
+    if model.config._attn_implementation != implementation:
+        raise RuntimeError(f"transformers kept attention {model.config._attn_implementation!r}, "
+                           f"{implementation!r} was asked for")
+    return model
+
+
+def compile_encoder(model, *, dynamic: bool | None = True, mode: str | None = None):
+    """``torch.compile`` the transformer layers of ``model`` in place (``nn.Module.compile``).
+
+    Only the encoder: the embedding module stays eager, so the prompt hook
+    (:class:`~replication.prompt.soft_prompt.PromptInjector`) keeps working, and the module tree
+    (parameter names, ``save_pretrained``) is unchanged. Compilation happens at the first forward,
+    once per process: ``dynamic=True`` (the default) compiles one graph with symbolic batch size
+    and length for every bucket shape (plus one for forwards with an attention mask if masked and
+    unmasked forwards mix); static shapes (``dynamic=False``) would compile once per distinct
+    bucket shape (tens of shapes, each tens of seconds at RoBERTa-large's size).
+    """
+    encoder = model.base_model.encoder
+    encoder.compile(dynamic=dynamic, mode=mode)
+    return model
+
+
 def load_backbone(name_or_path: str, *, device="cpu", dtype=None, cache_dir: str | None = None,
-                  local_files_only: bool | None = None):
+                  local_files_only: bool | None = None, attn_implementation: str | None = None):
     """Load ``(model, tokenizer)``: ``AutoModelForMaskedLM`` in eval mode on ``device``, and ``AutoTokenizer``.
 
     Parameters
@@ -76,8 +113,10 @@ def load_backbone(name_or_path: str, *, device="cpu", dtype=None, cache_dir: str
         directory written by ``save_pretrained``.
     device : str or torch.device
     dtype : torch.dtype, optional
-        Weight dtype; default: as stored (fp32 for roberta-large). The objective applies bf16
-        autocast on CUDA itself, so fp32 weights are the usual choice.
+        Weight dtype; default: as stored (fp32 for roberta-large). With fp32 weights the objective
+        applies bf16 autocast on CUDA itself; bf16 weights compute in bf16.
+    attn_implementation : str, optional
+        ``"sdpa"`` or ``"eager"`` (:data:`ATTENTIONS`); default: transformers' default (sdpa).
     cache_dir : str, optional
         Default: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else the library default.
     local_files_only : bool, optional
@@ -107,6 +146,7 @@ def load_backbone(name_or_path: str, *, device="cpu", dtype=None, cache_dir: str
     except _missing_model_errors() as exc:
         raise BackboneUnavailable(_unavailable_message(name_or_path, is_dir, cache_dir, offline,
                                                        local_files_only, exc)) from exc
+    set_attention(model, attn_implementation)
     model.to(device)
     model.eval()  # dropout off: the objective must be a deterministic function of z
     return model, tokenizer
@@ -148,11 +188,13 @@ def roberta_large_config(**overrides):
     return RobertaConfig(**kw)
 
 
-def random_backbone(config, device="cpu", dtype=torch.float32, *, seed: int | None = 0):
+def random_backbone(config, device="cpu", dtype=torch.float32, *, seed: int | None = 0,
+                    attn_implementation: str | None = None):
     """A ``RobertaForMaskedLM`` built from ``config`` with random weights, in eval mode.
 
     The weights are created directly on ``device`` (no CPU copy of a large model) and seeded
     with ``torch.manual_seed(seed)`` unless ``seed`` is None (then the global RNG is used as is).
+    ``attn_implementation``: see :func:`set_attention` (default: transformers' default, sdpa).
     """
     from transformers import RobertaForMaskedLM
 
@@ -160,6 +202,7 @@ def random_backbone(config, device="cpu", dtype=torch.float32, *, seed: int | No
         torch.manual_seed(seed)
     with torch.device(device):
         model = RobertaForMaskedLM(config)
+    set_attention(model, attn_implementation)
     model.to(dtype=dtype)
     model.eval()
     return model

@@ -12,13 +12,19 @@ argmax_k l_i(z)[w_k]; the metric is accuracy, or F1 with label 1 as the positive
 
 BBT evaluates candidates one at a time, each as one forward pass over the whole training set.
 :meth:`PromptObjective.losses` evaluates a whole population of n candidates in batched forward
-passes over n x B rows -- row (c, i) is example i with candidate c's prompt -- cut into chunks
-of at most ``chunk_rows`` rows (a chunk may split a candidate's examples; per-candidate sums are
-accumulated across chunks). :meth:`PromptObjective.loss_loop` is the per-candidate reference.
-Both run under ``torch.inference_mode``, with bf16 autocast on CUDA and plain fp32 on CPU. In
-fp32 the two agree to ~1e-7 relative (tested at 1e-5); under bf16 autocast different batch
-shapes select different kernels, and they agree to ~2e-4 relative (measured on an H200 with a
-RoBERTa-large-shaped model).
+passes over n x B rows -- row (c, i) is example i with candidate c's prompt. By default the rows
+are grouped into length buckets (:func:`length_buckets`): every forward holds whole candidates
+on examples of one length (or of near-equal lengths where a length has too few examples for a
+forward of its own), so it pads little or not at all, and a forward without padding gets no
+attention mask (PyTorch SDPA then picks its fastest kernel). ``bucketing=False`` keeps the
+earlier layout (blocks of length-sorted examples cut into chunks of ``chunk_rows`` rows, always
+masked). :meth:`PromptObjective.loss_loop` is the per-candidate reference. Both run under
+``torch.inference_mode``; the precision follows the model: bf16 weights compute in bf16, fp32
+weights in fp32 on CPU and under bf16 autocast on CUDA. The MLM head runs in fp32 at the
+``<mask>`` rows, for the label words only. In fp32 batched and reference losses agree to ~1e-7
+relative (tested at 1e-5, bucketing included); in bf16 different batch shapes select different
+kernels, and they agree to ~2e-4 relative (measured on an H200 with a RoBERTa-large-shaped
+model, bf16 autocast).
 
 Inputs. Each encoded input is ``<s>``, 50 prompt placeholder tokens (positions 1..50), the
 template's text with exactly one ``<mask>``, ``</s>``. :func:`encode_template` builds them from a
@@ -45,7 +51,8 @@ import torch
 from .soft_prompt import N_PROMPT_TOKENS, PromptInjector, PromptProjection, embedding_module
 
 __all__ = ["EncodedSplit", "PromptObjective", "encode_ids", "encode_template", "encode_texts",
-           "label_word_ids", "f1_score", "accuracy", "DEFAULT_PLACEHOLDER_OFFSET"]
+           "label_word_ids", "f1_score", "accuracy", "DEFAULT_PLACEHOLDER_OFFSET", "length_buckets",
+           "padding_fraction"]
 
 DEFAULT_PLACEHOLDER_OFFSET = 1000  # BBT's placeholder token ids: 1000 .. 1000 + n - 1
 PROMPT_MARKER = "{P}"
@@ -54,7 +61,11 @@ PROMPT_MARKER = "{P}"
 # chunks keep the matmuls efficient (RoBERTa-large at 64k tokens: ~3 GB of activations in bf16);
 # on a CPU the gain saturates early and big chunks only cost memory.
 DEFAULT_CHUNK_TOKENS = {"cuda": 65536, "cpu": 8192}
-# Default example block: rows are grouped by blocks of this many length-sorted examples, so a
+# Default bucket size: length buckets (see length_buckets) holding fewer padded tokens than this
+# take in the next length; 4096 keeps a single example of a population of 100 in a bucket of its
+# own and puts one candidate's whole few-shot training set into a single forward.
+DEFAULT_BUCKET_TOKENS = 4096
+# Default example block (layout with bucketing=False): rows are grouped by blocks of this many length-sorted examples, so a
 # chunk pads only to the longest example of its blocks (Yelp-like lengths: ~95% real tokens
 # instead of ~78% when every row is padded to the longest of 32 examples).
 DEFAULT_EXAMPLE_BLOCK = 8
@@ -265,8 +276,88 @@ def encode_texts(tokenizer, texts, labels, *, n_prompt_tokens: int = N_PROMPT_TO
 
 
 # -- the objective ----------------------------------------------------------------------------
+def padding_fraction(row_lengths) -> float:
+    """Share of the processed tokens that are padding, for forwards given by their rows' real lengths.
+
+    ``row_lengths``: one sequence of real lengths per forward pass; each forward pads its rows to
+    its longest, so it processes ``rows x max`` tokens of which ``sum`` are real. Returns
+    ``1 - sum(real) / sum(processed)`` (0 for no padding), or 0.0 for no forward at all.
+    """
+    real = padded = 0
+    for lengths in row_lengths:
+        a = np.asarray(lengths, dtype=np.int64).ravel()
+        if a.size:
+            real += int(a.sum())
+            padded += int(a.size) * int(a.max())
+    return 1.0 - real / padded if padded else 0.0
+
+
+def length_buckets(lengths, n: int, *, min_tokens: int, max_pad: float) -> list[tuple[int, int]]:
+    """Buckets ``[start, end)`` of consecutive examples of ascending ``lengths``, for n candidates each.
+
+    Examples of equal length form a group; a group is appended to the open bucket while the bucket
+    holds fewer than ``min_tokens`` padded tokens (``n x examples x longest``: too little work for
+    a forward of its own), or while the bucket with the group keeps a padding share of at most
+    ``max_pad``. ``max_pad = 0`` and ``min_tokens = 0``: one bucket per distinct length (no padding).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size and np.any(np.diff(lengths) < 0):
+        raise ValueError("lengths must be sorted ascending")
+    starts = np.flatnonzero(np.r_[True, np.diff(lengths) != 0]) if lengths.size else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], lengths.size].astype(np.int64)
+    buckets: list[list[int]] = []
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        if buckets:
+            b0, b1 = buckets[-1]
+            small = n * (b1 - b0) * int(lengths[b1 - 1]) < min_tokens
+            pad = 1.0 - float(lengths[b0:e].sum()) / ((e - b0) * int(lengths[e - 1]))
+            if small or pad <= max_pad:
+                buckets[-1][1] = e
+                continue
+        buckets.append([s, e])
+    return [(b0, b1) for b0, b1 in buckets]
+
+
+def _near_equal(total: int, parts: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges cutting ``range(total)`` into ``parts`` pieces whose sizes differ by at most 1."""
+    edges = [total * k // parts for k in range(parts + 1)]
+    return [(edges[k], edges[k + 1]) for k in range(parts)]
+
+
+@dataclass
+class _Forward:
+    """One forward pass: its device inputs and which (candidate, example) each row is.
+
+    Either candidates ``c0 .. c1 - 1`` each on the same ``per`` examples (rows candidate-major:
+    the prompt is broadcast, losses summed per candidate), or an explicit per-row candidate index
+    ``cand`` (the general layout of ``bucketing=False``).
+    """
+
+    ids: torch.Tensor                  # (rows, L) token ids
+    att: torch.Tensor | None           # (rows, L) attention mask; None when no row is padded
+    mask_pos: torch.Tensor             # (rows,) position of <mask>
+    labels: torch.Tensor               # (rows,) class of each row
+    arange: torch.Tensor               # (rows,) 0..rows-1
+    ex: np.ndarray                     # (rows,) example index (length-sorted order) of each row
+    lengths: np.ndarray                # (rows,) real length of each row
+    c0: int = 0
+    c1: int = 1
+    cand: torch.Tensor | None = None   # (rows,) candidate of each row, general layout only
+
+    @property
+    def rows(self) -> int:
+        return int(self.ex.size)
+
+    @property
+    def length(self) -> int:
+        return int(self.ids.shape[1])
+
+
 class _Batch:
-    """A split moved to the device: padded ids, attention mask, mask positions, labels (sorted by length)."""
+    """A split moved to the device: padded ids, attention mask, mask positions, labels (sorted by length).
+
+    ``plans`` caches the forward passes of each layout (:meth:`PromptObjective._plan`).
+    """
 
     def __init__(self, split: EncodedSplit, pad_id: int, device):
         lengths = split.lengths
@@ -282,10 +373,12 @@ class _Batch:
             att[r, : lengths[j]] = 1
         self.ids = torch.as_tensor(ids, device=device)
         self.attention = torch.as_tensor(att, device=device)
-        self.mask_pos = torch.as_tensor(split.mask_positions[order], device=device)
+        self.mask_pos_np = split.mask_positions[order]
+        self.mask_pos = torch.as_tensor(self.mask_pos_np, device=device)
         self.labels_np = split.labels[order]
         self.labels = torch.as_tensor(self.labels_np, device=device)
         self.n = n
+        self.plans: dict = {}
 
 
 class PromptObjective:
@@ -293,7 +386,9 @@ class PromptObjective:
 
     Parameters
     ----------
-    model : transformers masked LM (RoBERTa), in eval mode (set here: dropout would make F random)
+    model : transformers masked LM (RoBERTa), in eval mode (set here: dropout would make F random).
+        Its weight dtype and attention implementation (``attn_implementation``: ``"sdpa"``,
+        transformers' default, or ``"eager"``) are used as they are.
     tokenizer : its tokenizer (special-token ids; encoding of texts)
     texts_or_encoded : EncodedSplit, or a list of token-id sequences (see :func:`encode_ids`), or a
         list of filled texts holding ``{P}`` and the mask token (see :func:`encode_texts`)
@@ -305,16 +400,30 @@ class PromptObjective:
     metric : ``"accuracy"`` or ``"f1"`` (binary, positive class = label 1)
     max_length : inputs longer than this many tokens are dropped (``n_dropped``)
     chunk_rows : at most this many rows (candidate x example) per forward pass. Default: about
-        65536 padded tokens per forward on CUDA, 8192 on CPU.
-    example_block : rows are ordered by blocks of this many length-sorted examples, then by
-        candidate, then by example: within a block, candidate c's rows are contiguous. Default 8:
-        chunks hold similar-length examples and pad less. None: all examples in one block
-        (plain candidate-major order, rows [c B, (c + 1) B) for candidate c).
+        ``chunk_tokens`` padded tokens per forward (with bucketing: per bucket's length).
+    chunk_tokens : the default's token budget: 65536 on CUDA, 8192 on CPU.
+    bucketing : True (default): rows are grouped into length buckets (:func:`length_buckets`:
+        examples of equal length, merged with their neighbours only while a bucket is too small
+        for a forward of its own -- ``bucket_tokens`` -- or while its padding share stays at most
+        ``bucket_pad``); each bucket's rows are cut into near-equal forwards of whole candidates,
+        each padded only to its own longest row, and a forward with no padded row gets no
+        attention mask (SDPA can then use its fastest kernel). False: the earlier layout, below.
+    bucket_tokens : see ``bucketing``; default 4096 (a single example of a population of 100
+        forms a bucket of its own; one candidate's whole training set shares a forward).
+    bucket_pad : see ``bucketing``; default 0 (no padding beyond what ``bucket_tokens`` forces).
+    example_block : layout with ``bucketing=False``: rows are ordered by blocks of this many
+        length-sorted examples, then by candidate, then by example, and cut into consecutive
+        chunks of ``chunk_rows``, each padded to its longest row and always given the attention
+        mask. None: all examples in one block (plain candidate-major order).
     placeholder_ids : for texts: the n placeholder token ids (default BBT's 1000..1049)
-    autocast : bf16 autocast; default on for CUDA, off (fp32) on CPU
+    autocast : bf16 autocast; default on for CUDA with fp32 weights, off otherwise (fp32 on CPU;
+        bf16 weights compute in bf16)
 
     Notes
     -----
+    The MLM head (dense, GELU, LayerNorm, decoder) runs in fp32 on the ``<mask>`` rows only, and
+    its decoder only for the K label words: the same logits as ``model(...).logits[..., label
+    ids]``, without the V-word projection and without bf16 rounding of the logits.
     Each call evaluates the whole training set (BBT: one batch per evaluation). Counters:
     ``n_calls`` (calls of ``losses``/``loss_loop``), ``n_evaluations`` (candidates evaluated).
     The object is callable: ``objective(Z) == objective.losses(Z)``, the vectorised form that
@@ -323,7 +432,9 @@ class PromptObjective:
 
     def __init__(self, model, tokenizer, texts_or_encoded, labels, label_word_ids, projection: PromptProjection | None,
                  *, metric: str = "accuracy", max_length: int = 512, chunk_rows: int | None = None,
-                 example_block: int | None = DEFAULT_EXAMPLE_BLOCK, placeholder_ids=None, autocast: bool | None = None):
+                 chunk_tokens: int | None = None, bucketing: bool = True, bucket_tokens: int = DEFAULT_BUCKET_TOKENS,
+                 bucket_pad: float = 0.0, example_block: int | None = DEFAULT_EXAMPLE_BLOCK, placeholder_ids=None,
+                 autocast: bool | None = None):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
         self.model = model.eval()
@@ -349,18 +460,27 @@ class PromptObjective:
             raise ValueError(f"labels must lie in 0..{len(words) - 1}")
         self._batch = _Batch(self.train, self.pad_id, self.device)
         self.example_block = self._batch.n if example_block is None else max(1, int(example_block))
+        self.chunk_tokens = int(chunk_tokens or DEFAULT_CHUNK_TOKENS["cuda" if self.device.type == "cuda" else "cpu"])
+        self._explicit_chunk = chunk_rows is not None
         if chunk_rows is None:
-            budget = DEFAULT_CHUNK_TOKENS["cuda" if self.device.type == "cuda" else "cpu"]
-            chunk_rows = max(1, budget // int(self._batch.lengths.max()))
+            chunk_rows = max(1, self.chunk_tokens // int(self._batch.lengths.max()))
         if int(chunk_rows) < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
         self.chunk_rows = int(chunk_rows)
-        self.autocast = (self.device.type == "cuda") if autocast is None else bool(autocast)
+        self.bucketing = bool(bucketing)
+        self.bucket_tokens = int(bucket_tokens)
+        self.bucket_pad = float(bucket_pad)
+        if self.bucket_tokens < 0 or not 0.0 <= self.bucket_pad < 1.0:
+            raise ValueError(f"need bucket_tokens >= 0 and 0 <= bucket_pad < 1, got {bucket_tokens}, {bucket_pad}")
+        weights_dtype = next(model.parameters()).dtype
+        self.autocast = (self.device.type == "cuda" and weights_dtype == torch.float32) if autocast is None \
+            else bool(autocast)
         self._base = model.base_model
         # RoBERTa's MLM head (dense, GELU, LayerNorm, decoder), applied only at the mask positions
         self._head = getattr(model, "lm_head", None)
         if self._head is None:
             raise TypeError(f"{type(model).__name__} has no lm_head; a RoBERTa-style masked LM is required")
+        self._head32 = self._label_head_weights(self._head, self.label_ids)
         self._injector = PromptInjector(embedding_module(model), offset=1)
         self._split_batches: dict[int, tuple[EncodedSplit, _Batch]] = {}
         self.n_calls = 0
@@ -393,7 +513,131 @@ class PromptObjective:
         return encode_ids(items, labels, mask_token_id=self.tokenizer.mask_token_id,
                           n_prompt_tokens=self.n_prompt_tokens, max_length=self.max_length)
 
+    # -- layouts: which rows go into which forward pass -------------------------------------------
+    def _rows_limit(self, length: int) -> int:
+        return self.chunk_rows if self._explicit_chunk else max(1, self.chunk_tokens // max(1, int(length)))
+
+    def row_layout(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(candidate, example) of each row of a generation of n candidates, in processing order.
+
+        With bucketing: bucket by bucket (:func:`length_buckets`), candidate-major within each.
+        Without: blocks of ``example_block`` length-sorted examples; within a block, candidate-major.
+        """
+        if self.bucketing:
+            fws = self._plan(self._batch, n, "bucket")
+            return (np.concatenate([np.repeat(np.arange(f.c0, f.c1), f.rows // (f.c1 - f.c0)) for f in fws]),
+                    np.concatenate([f.ex for f in fws]))
+        return self._block_layout(n)
+
+    def _block_layout(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        B, b = self._batch.n, self.example_block
+        cand, ex = [], []
+        for e0 in range(0, B, b):
+            e = np.arange(e0, min(B, e0 + b))
+            cand.append(np.repeat(np.arange(n), e.size))
+            ex.append(np.tile(e, n))
+        return np.concatenate(cand), np.concatenate(ex)
+
+    def _forward_of(self, batch: _Batch, ex: np.ndarray, *, c0: int = 0, c1: int = 1, cand=None,
+                    mask: bool | None = None) -> _Forward:
+        """The device inputs of rows = examples ``ex`` (sorted positions), padded to their longest.
+
+        ``mask``: pass the attention mask (True), never (False: rows must be unpadded), or only
+        when some row is padded (None).
+        """
+        lengths = batch.lengths[ex]
+        length = int(lengths.max())
+        ex_t = torch.as_tensor(ex, device=self.device)
+        padded = bool(np.any(lengths != length))
+        if mask is False and padded:
+            raise ValueError("rows of different lengths need an attention mask")
+        return _Forward(ids=batch.ids.index_select(0, ex_t)[:, :length].contiguous(),
+                        att=batch.attention.index_select(0, ex_t)[:, :length].contiguous()
+                        if (mask or (mask is None and padded)) else None,
+                        mask_pos=batch.mask_pos.index_select(0, ex_t), labels=batch.labels.index_select(0, ex_t),
+                        arange=torch.arange(len(ex), device=self.device), ex=np.asarray(ex), lengths=lengths,
+                        c0=int(c0), c1=int(c1),
+                        cand=None if cand is None else torch.as_tensor(cand, device=self.device))
+
+    def _plan(self, batch: _Batch, n: int, kind: str) -> list[_Forward]:
+        """The forward passes for n candidates on ``batch``, built once per (n, kind) and cached.
+
+        ``kind``: ``"bucket"`` (length buckets), ``"block"`` (the ``bucketing=False`` layout) or
+        ``"loop"`` (one candidate: its examples in length order, chunks of ``chunk_rows``, with mask).
+        """
+        key = (int(n), kind)
+        if key in batch.plans:
+            return batch.plans[key]
+        fws = []
+        if kind == "bucket":
+            for b0, b1 in length_buckets(batch.lengths, n, min_tokens=self.bucket_tokens, max_pad=self.bucket_pad):
+                limit = self._rows_limit(int(batch.lengths[b1 - 1]))
+                for e0, e1 in _near_equal(b1 - b0, -(-(b1 - b0) // limit)):       # example parts <= limit rows
+                    ex = np.arange(b0 + e0, b0 + e1)
+                    per_fwd = max(1, self._rows_limit(int(batch.lengths[ex[-1]])) // ex.size)  # whole candidates
+                    for c0, c1 in _near_equal(n, -(-n // per_fwd)):
+                        fws.append(self._forward_of(batch, np.tile(ex, c1 - c0), c0=c0, c1=c1))
+        elif kind == "block":
+            cand, ex = self._block_layout(n)
+            for r0 in range(0, len(ex), self.chunk_rows):
+                fws.append(self._forward_of(batch, ex[r0: r0 + self.chunk_rows], cand=cand[r0: r0 + self.chunk_rows],
+                                            mask=True))
+        elif kind == "loop":
+            ex = np.arange(batch.n)
+            for r0 in range(0, batch.n, self.chunk_rows):
+                fws.append(self._forward_of(batch, ex[r0: r0 + self.chunk_rows], mask=True))
+        else:
+            raise ValueError(f"unknown plan kind {kind!r}")
+        if len(batch.plans) >= 8:  # a few population sizes at most; drop the oldest
+            batch.plans.pop(next(iter(batch.plans)))
+        batch.plans[key] = fws
+        return fws
+
+    def _plan_kind(self) -> str:
+        return "bucket" if self.bucketing else "block"
+
+    def forward_shapes(self, n: int, *, loop: bool = False) -> list[tuple[int, int]]:
+        """(rows, padded length) of every forward pass that ``losses`` (or ``loss_loop``) makes for n candidates."""
+        if loop:
+            return [(f.rows, f.length) for f in self._plan(self._batch, 1, "loop")] * n
+        return [(f.rows, f.length) for f in self._plan(self._batch, n, self._plan_kind())]
+
+    def padding_fraction(self, n: int, *, loop: bool = False) -> float:
+        """Share of padding among the tokens processed by ``losses`` (``loss_loop``) for n candidates."""
+        fws = self._plan(self._batch, 1, "loop") if loop else self._plan(self._batch, n, self._plan_kind())
+        return padding_fraction([f.lengths for f in fws])
+
     # -- forward passes -----------------------------------------------------------------------
+    @staticmethod
+    def _label_head_weights(head, label_ids):
+        """fp32 copies of the MLM head's weights, the decoder's rows for the label words only; None if not RoBERTa's."""
+        parts = [getattr(head, a, None) for a in ("dense", "layer_norm", "decoder")]
+        if any(p is None for p in parts) or not isinstance(parts[1], torch.nn.LayerNorm):
+            return None
+        dense, ln, dec = parts
+        bias = dec.bias if getattr(dec, "bias", None) is not None else getattr(head, "bias", None)
+
+        def f32(t):
+            return None if t is None else t.detach().to(torch.float32).clone()
+
+        with torch.no_grad():
+            return {"dense_w": f32(dense.weight), "dense_b": f32(dense.bias), "ln_w": f32(ln.weight),
+                    "ln_b": f32(ln.bias), "ln_eps": float(ln.eps), "ln_shape": tuple(ln.normalized_shape),
+                    "dec_w": f32(dec.weight.index_select(0, label_ids)),
+                    "dec_b": None if bias is None else f32(bias.index_select(0, label_ids))}
+
+    def _label_head(self, at_mask: torch.Tensor) -> torch.Tensor:
+        """Label-word logits (rows, K) float32 from the final hidden states at ``<mask>`` (rows, D)."""
+        F = torch.nn.functional
+        h = self._head32
+        if h is None:  # not RoBERTa's head: run it as it is, then keep the label words
+            return self._head(at_mask).index_select(1, self.label_ids).float()
+        with torch.autocast(device_type=self.device.type, enabled=False):
+            x = F.linear(at_mask.float(), h["dense_w"], h["dense_b"])
+            x = F.gelu(x)
+            x = F.layer_norm(x, h["ln_shape"], h["ln_w"], h["ln_b"], h["ln_eps"])
+            return F.linear(x, h["dec_w"], h["dec_b"])
+
     def _context(self):
         stack = contextlib.ExitStack()
         stack.enter_context(torch.inference_mode())
@@ -402,37 +646,28 @@ class PromptObjective:
         stack.enter_context(self._injector)
         return stack
 
-    def _label_logits(self, batch: _Batch, prompts: torch.Tensor, cand: np.ndarray, ex: np.ndarray) -> torch.Tensor:
-        """Label-word logits (rows, K) in float32 for rows (cand[r], ex[r]), ``len(cand) <= chunk_rows``.
-
-        Must run inside :meth:`_context`. Pads to the longest example of the chunk.
-        """
-        length = int(batch.lengths[ex].max())
-        ex_t = torch.as_tensor(ex, device=self.device)
-        ids = batch.ids.index_select(0, ex_t)[:, :length]
-        att = batch.attention.index_select(0, ex_t)[:, :length]
+    def _label_logits(self, fw: _Forward, prompts: torch.Tensor | None) -> torch.Tensor:
+        """Label-word logits (rows, K) float32 of one forward. Must run inside :meth:`_context`."""
         if prompts is None:
             self._injector.clear()
+        elif fw.cand is not None:
+            self._injector.set(prompts, row_index=fw.cand)
         else:
-            c0 = int(cand.min())
-            local = torch.as_tensor(cand - c0, device=self.device)
-            self._injector.set(prompts[c0: int(cand.max()) + 1], row_index=local)
-        hidden = self._base(input_ids=ids, attention_mask=att)[0]            # (rows, L, D)
-        at_mask = hidden[torch.arange(len(ex), device=self.device), batch.mask_pos.index_select(0, ex_t)]
-        logits = self._head(at_mask)                                           # (rows, V)
-        return logits.index_select(1, self.label_ids).float()
+            self._injector.set(prompts[fw.c0: fw.c1], rows_per_candidate=fw.rows // (fw.c1 - fw.c0))
+        hidden = self._base(input_ids=fw.ids, attention_mask=fw.att)[0]          # (rows, L, D)
+        return self._label_head(hidden[fw.arange, fw.mask_pos])
 
-    def _rows_losses(self, batch, prompts, cand, ex, n_cand, chunk) -> np.ndarray:
-        """Mean CE per candidate over rows (cand, ex), processed in consecutive chunks of ``chunk`` rows."""
+    def _losses_of(self, batch: _Batch, prompts, fws, n_cand: int, c_offset: int = 0) -> torch.Tensor:
+        """Summed CE per candidate (n_cand,) float64 on the device; forwards ``fws``, candidates shifted by c_offset."""
         total = torch.zeros(n_cand, dtype=torch.float64, device=self.device)
-        with self._context():
-            for r0 in range(0, len(cand), chunk):
-                c, e = cand[r0: r0 + chunk], ex[r0: r0 + chunk]
-                logits = self._label_logits(batch, prompts, c, e)
-                ce = torch.nn.functional.cross_entropy(logits, batch.labels.index_select(
-                    0, torch.as_tensor(e, device=self.device)), reduction="none")
-                total.index_add_(0, torch.as_tensor(c, device=self.device), ce.double())
-        return (total / batch.n).cpu().numpy()
+        for fw in fws:
+            ce = torch.nn.functional.cross_entropy(self._label_logits(fw, prompts), fw.labels, reduction="none")
+            if fw.cand is not None:
+                total.index_add_(0, fw.cand, ce.double())
+            else:
+                c0 = fw.c0 + c_offset
+                total[c0: c0 + fw.c1 - fw.c0] += ce.double().view(fw.c1 - fw.c0, -1).sum(1)
+        return total
 
     def _prompts(self, Z) -> tuple[torch.Tensor, int]:
         if self.projection is None:
@@ -449,36 +684,17 @@ class PromptObjective:
             raise ValueError("Z contains non-finite values")
         return self.projection.prompts(Zc), int(Zc.shape[0])
 
-    def row_layout(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(candidate, example) of each row of a generation of n candidates, in processing order.
-
-        Blocks of ``example_block`` length-sorted examples; within a block, candidate-major.
-        """
-        B, b = self._batch.n, self.example_block
-        cand, ex = [], []
-        for e0 in range(0, B, b):
-            e = np.arange(e0, min(B, e0 + b))
-            cand.append(np.repeat(np.arange(n), e.size))
-            ex.append(np.tile(e, n))
-        return np.concatenate(cand), np.concatenate(ex)
-
-    def forward_shapes(self, n: int, *, loop: bool = False) -> list[tuple[int, int]]:
-        """(rows, padded length) of every forward pass that ``losses`` (or ``loss_loop``) makes for n candidates."""
-        lengths = self._batch.lengths
-        if loop:
-            ex = np.arange(self._batch.n)
-            one = [(len(ex[r0: r0 + self.chunk_rows]), int(lengths[ex[r0: r0 + self.chunk_rows]].max()))
-                   for r0 in range(0, len(ex), self.chunk_rows)]
-            return one * n
-        _, ex = self.row_layout(n)
-        return [(len(ex[r0: r0 + self.chunk_rows]), int(lengths[ex[r0: r0 + self.chunk_rows]].max()))
-                for r0 in range(0, len(ex), self.chunk_rows)]
-
     def losses(self, Z) -> np.ndarray:
-        """F(z) for each row of Z (n, d): float64 (n,), the population in batched forward passes."""
+        """F(z) for each row of Z (n, d): float64 (n,), the population in batched forward passes.
+
+        The forwards are queued without a host-device synchronisation; the only one is the copy
+        of the n losses back at the end.
+        """
         prompts, n = self._prompts(Z)
-        cand, ex = self.row_layout(n)
-        out = self._rows_losses(self._batch, prompts, cand, ex, n, self.chunk_rows)
+        fws = self._plan(self._batch, n, self._plan_kind())
+        with self._context():
+            total = self._losses_of(self._batch, prompts, fws, n)
+        out = (total / self._batch.n).cpu().numpy()
         self.n_calls += 1
         self.n_evaluations += n
         return out
@@ -486,12 +702,14 @@ class PromptObjective:
     __call__ = losses
 
     def loss_loop(self, Z) -> np.ndarray:
-        """Reference for :meth:`losses`: one candidate at a time (as BBT), its examples in chunks of ``chunk_rows``."""
+        """Reference for :meth:`losses`: one candidate at a time (as BBT), its examples in chunks of
+        ``chunk_rows`` in length order, always with the attention mask."""
         prompts, n = self._prompts(Z)
+        fws = self._plan(self._batch, 1, "loop")
         out = np.empty(n)
-        ex = np.arange(self._batch.n)
-        for c in range(n):
-            out[c] = self._rows_losses(self._batch, prompts[c: c + 1], np.zeros_like(ex), ex, 1, self.chunk_rows)[0]
+        with self._context():
+            for c in range(n):
+                out[c] = float(self._losses_of(self._batch, prompts[c: c + 1], fws, 1)[0]) / self._batch.n
         self.n_calls += 1
         self.n_evaluations += n
         return out
@@ -517,14 +735,14 @@ class PromptObjective:
             prompts, n = self._prompts(z)
             if n != 1:
                 raise ValueError("split_logits/predict/evaluate take one candidate z of shape (d,)")
-        ex = np.arange(batch.n)
-        chunks = []
+        fws = self._plan(batch, 1, "bucket" if self.bucketing else "loop")
         with self._context():
-            for r0 in range(0, batch.n, self.chunk_rows):
-                e = ex[r0: r0 + self.chunk_rows]
-                chunks.append(self._label_logits(batch, prompts, np.zeros_like(e), e))
+            chunks = [self._label_logits(fw, prompts) for fw in fws]
+        key = ("split-order", len(fws))
+        if key not in batch.plans:  # row r of the concatenation -> its index in the split's order
+            batch.plans[key] = torch.as_tensor(batch.order[np.concatenate([f.ex for f in fws])], device=self.device)
         logits = torch.empty((batch.n, len(self.label_ids)), dtype=torch.float32, device=self.device)
-        logits[torch.as_tensor(batch.order, device=self.device)] = torch.cat(chunks)   # back to the split's order
+        logits[batch.plans[key]] = torch.cat(chunks)   # back to the split's order
         true = np.empty(batch.n, dtype=np.int64)
         true[batch.order] = batch.labels_np
         return logits, true

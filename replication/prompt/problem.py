@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sabo.validation import check_int
+
 from .objective import EncodedSplit, PromptObjective
 
 __all__ = ["PromptProblem", "encode_task"]
@@ -93,21 +95,32 @@ class PromptProblem:
         return out
 
     def get_state(self):
-        best = None if self._best is None else {**self._best, "mean": self._best["mean"].copy()}
+        # plain data only (checkpoints serialise dicts, lists, numbers, arrays): the key as a list
+        best = None if self._best is None else {**self._best, "key": [float(k) for k in self._best["key"]],
+                                                "mean": self._best["mean"].copy()}
         return {"best": best, "points": self._points}
 
     def set_state(self, state) -> None:
-        self._best, self._points = state["best"], int(state["points"])
+        """Restore :meth:`get_state` (read from a checkpoint file: checked, ``ValueError`` if malformed)."""
+        if not isinstance(state, dict) or set(state) != {"best", "points"}:
+            raise ValueError("prompt problem state must be a dict with keys 'best' and 'points'")
+        best = state["best"]
+        if best is not None:
+            best = {**best, "key": tuple(float(k) for k in best["key"]), "point": int(best["point"]),
+                    "mean": np.asarray(best["mean"], dtype=np.float64)}
+            if best["mean"].shape != self.x0.shape or not np.all(np.isfinite(best["mean"])):
+                raise ValueError(f"prompt problem state: best mean must be {self.x0.shape[0]} finite numbers")
+        self._best, self._points = best, check_int("prompt problem state['points']", state["points"], minimum=0)
 
     @classmethod
     def build(cls, model, tokenizer, task, encoded: dict, *, dim: int | None, projection_seed: int = 0,
               max_length: int = 512, sigma_e: float | None = None, autocast: bool | None = None,
-              info=None) -> "PromptProblem":
+              bucketing: bool = True, info=None) -> "PromptProblem":
         """The problem of a task from its encoded splits (:func:`encode_task`).
 
         ``dim`` None builds the zero-shot problem (the splits must be encoded without prompt
         slots); otherwise the projection A (d = ``dim``, entries N(0, sigma_e^2 / d)) is drawn
-        with ``projection_seed`` on the model's device. ``autocast``: see :class:`PromptObjective`.
+        with ``projection_seed`` on the model's device. ``autocast``, ``bucketing``: see :class:`PromptObjective`.
         """
         from .soft_prompt import PromptProjection
         from .tasks import get_task
@@ -119,7 +132,8 @@ class PromptProblem:
         projection = None if dim is None else PromptProjection.from_model(model, dim, seed=projection_seed,
                                                                            sigma_e=sigma_e)
         objective = PromptObjective(model, tokenizer, encoded["train"], None, list(task.label_words), projection,
-                                    metric=task.metric, max_length=max_length, autocast=autocast)
+                                    metric=task.metric, max_length=max_length, autocast=autocast,
+                                    bucketing=bucketing)
         info = {**dict(info or {}), "task": task.name, "metric": task.metric,
                 **{f"n_{s}": len(e) for s, e in encoded.items()},
                 **{f"dropped_{s}": e.n_dropped for s, e in encoded.items()}}

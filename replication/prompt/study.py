@@ -16,8 +16,13 @@ config; the selection rules only in the report): which prompt is reported (``sel
 ``best_dev``, the mean with the best dev metric over the run, or ``final``, the last mean; both
 are recorded), how the grid is searched (the configuration with
 the best mean dev metric over seeds, under the same selection rule), the seeds, the device and
-precision (``weights: fp32`` with bf16 autocast on CUDA, the default; ``weights: bf16`` computes
-everything in bf16, about 20-27% faster on an H200 -- see the README's benchmark table).
+how the objective is computed: ``weights`` (``bf16``, the default: weights and compute in bf16;
+``fp32``: fp32 weights, bf16 autocast on CUDA), ``attention`` (``sdpa``, the default, or
+``eager``), ``bucketing`` (length buckets, on by default; see
+:class:`~replication.prompt.objective.PromptObjective`) and ``compile`` (``torch.compile`` of the
+encoder, once per process; off by default). All four are part of every run's config (a change
+is a different run); configs written before they existed (no ``attention``/``bucketing``/
+``compile`` key) run as they did then: transformers' default attention, no bucketing, no compile.
 
 Profiles: ``offline`` (the default: no run; a prompt run needs a GPU, roberta-large and the six
 data sets, none of which the offline CI machine has), ``gpu`` (the paper's study), ``smoke`` (a
@@ -40,6 +45,7 @@ DATA_ENV = "SABO_BENCH_PROMPT_DATA"
 DEFAULT_DATA_DIR = "data/prompt"
 SELECTIONS = ("best_dev", "final")
 WEIGHTS = ("fp32", "bf16")
+ATTENTIONS = ("sdpa", "eager")
 
 
 def data_dir() -> Path:
@@ -54,6 +60,11 @@ def _profile(params: dict) -> tuple[str, dict]:
         raise ValueError(f"prompt.selection must be one of {SELECTIONS} (got {p['selection']!r})")
     if p["weights"] not in WEIGHTS:
         raise ValueError(f"prompt.weights must be one of {WEIGHTS} (got {p['weights']!r})")
+    if p.get("attention", "sdpa") not in ATTENTIONS:
+        raise ValueError(f"prompt.attention must be one of {ATTENTIONS} (got {p['attention']!r})")
+    for key in ("bucketing", "compile"):
+        if not isinstance(p.get(key, False), bool):
+            raise ValueError(f"prompt.{key} must be true or false (got {p[key]!r})")
     unknown = set(prof.get("methods", [])) - set(p["methods"])
     if unknown:
         raise ValueError(f"prompt.profiles.{name}.methods names unknown method(s) {sorted(unknown)}; "
@@ -63,6 +74,8 @@ def _profile(params: dict) -> tuple[str, dict]:
 
 def _problem(p: dict, task: str, dim: int) -> dict:
     return {"name": task, "dim": int(dim), "backbone": p["backbone"], "device": p["device"], "weights": p["weights"],
+            "attention": p.get("attention", "sdpa"), "bucketing": bool(p.get("bucketing", True)),
+            "compile": bool(p.get("compile", False)),
             "k_shot": int(p["k_shot"]), "max_length": int(p["max_length"]),
             "placeholder_offset": int(p["placeholder_offset"])}
 
@@ -103,18 +116,23 @@ def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=
 
 
 @functools.lru_cache(maxsize=1)
-def _backbone(name: str, device: str, weights: str):
+def _backbone(name: str, device: str, weights: str, attention: str | None = None, compile: bool = False):
+    """(model, tokenizer, sigma_e), loaded once per process; ``compile``: the encoder is compiled once here."""
     import torch
 
-    from .model import load_backbone
+    from .model import compile_encoder, load_backbone
     from .soft_prompt import embedding_std
 
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise ResourceUnavailable(f"prompt.device is {device!r} but torch sees no CUDA device (torch "
                                   f"{torch.__version__}); run on a GPU machine, or set prompt.device: cpu "
                                   "(fp32, far slower at RoBERTa-large's size)")
-    model, tokenizer = load_backbone(name, device=device, dtype=torch.bfloat16 if weights == "bf16" else None)
-    return model, tokenizer, embedding_std(model.get_input_embeddings().weight)
+    model, tokenizer = load_backbone(name, device=device, dtype=torch.bfloat16 if weights == "bf16" else None,
+                                     attn_implementation=attention)
+    sigma_e = embedding_std(model.get_input_embeddings().weight)
+    if compile:
+        compile_encoder(model)
+    return model, tokenizer, sigma_e
 
 
 def task_dir(task: str, seed: int) -> Path:
@@ -161,7 +179,9 @@ def make_problem(config: RunConfig):
     from .problem import PromptProblem
 
     pr = config.problem
-    model, tokenizer, sigma_e = _backbone(pr["backbone"], pr["device"], pr["weights"])
+    # configs from before these keys existed run as they did then
+    model, tokenizer, sigma_e = _backbone(pr["backbone"], pr["device"], pr["weights"], pr.get("attention"),
+                                          bool(pr.get("compile", False)))
     prompted = pr["dim"] > 0
     encoded = _encoded(tokenizer, pr["name"], config.seed, pr["k_shot"], prompted, pr["placeholder_offset"],
                        pr["max_length"])
@@ -169,7 +189,7 @@ def make_problem(config: RunConfig):
     autocast = False if pr["weights"] == "bf16" else None
     return PromptProblem.build(model, tokenizer, pr["name"], encoded, dim=pr["dim"] if prompted else None,
                                projection_seed=projection_seed(config), max_length=pr["max_length"], sigma_e=sigma_e,
-                               autocast=autocast,
+                               autocast=autocast, bucketing=bool(pr.get("bucketing", False)),
                                info={"backbone": pr["backbone"], "device": pr["device"], "seed": config.seed})
 
 
@@ -198,7 +218,7 @@ def prepare(params: dict) -> list[str]:
             prepared.append({"task": task, "seed": int(seed), "sizes": found["sizes"]})
             lines.append(f"{task} seed {seed}: {found['sizes']} ({state})")
     if prof["tasks"]:
-        _backbone(p["backbone"], p["device"], p["weights"])
+        _backbone(p["backbone"], p["device"], p["weights"], p.get("attention", "sdpa"), bool(p.get("compile", False)))
         lines.append(f"backbone {p['backbone']!r} loads on {p['device']}")
     else:
         lines.append(f"profile {name!r} runs no prompt task: nothing to prepare")
@@ -214,6 +234,15 @@ def cost(config: RunConfig) -> float:
     n_classes = get_task(config.problem["name"]).n_classes  # few-shot train size = k x classes
     rounds = 2.0 if config.params.get("optimizer", config.method) == "sabo" else 1.0
     return max(1, config.budget["max_iter"]) * config.params.get("popsize", 1) * n_classes * rounds
+
+
+def gpus(config: RunConfig) -> int:
+    """One GPU per run on CUDA (the executors pin each worker to its own device), none on CPU.
+
+    With one device per worker ``prompt.device: cuda`` means the worker's device; a numbered
+    device (``cuda:1``) is taken as written and bypasses that assignment.
+    """
+    return 1 if str(config.problem.get("device", "cpu")).startswith("cuda") else 0
 
 
 def report(params: dict, records: list[dict], out_dir, tracker=None) -> dict:

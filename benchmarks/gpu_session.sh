@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# One GPU session for the prompt-tuning throughput issue (run once, from the repository root):
+#
+#     bash benchmarks/gpu_session.sh                          # on the GPU machine, ~6-7 minutes
+#     GPU_SESSION_TINY=1 OUT=/tmp/gs bash benchmarks/gpu_session.sh   # dry run on CPU, small sizes
+#
+# Parts, in order, each in its own process with its own time limit (a failing or timed-out part
+# prints its error and the script goes on), all under one overall deadline (GPU_SESSION_BUDGET_S,
+# default 420 s; a part that would start with under 25 s left is skipped):
+#   bench       prompt_objective.py, N = 100, SST-2- and Yelp-like: baseline (fp32 + autocast,
+#               earlier layout), bf16-eager, bf16, bucket (= bucket-exact at N = 100), bucket-pad; GPU idle
+#               share of the study loop for baseline and bucket           -> bench.json
+#   study_old   prompt_study_check.py --earlier (fp32, no bucketing)       -> study_earlier.json
+#   study_new   prompt_study_check.py with params.yaml's defaults          -> study_new.json
+#   precision   prompt_precision.py: bf16 / fp32+autocast vs fp32, 100 candidates, inits 0.02 0.1 0.2
+#                                                                          -> precision.json
+#   compile     prompt_objective.py --modes bucket compile (+ idle share)  -> bench_compile.json
+#   study_comp  prompt_study_check.py --compile (only if time is left)     -> study_compile.json
+# Everything goes under $OUT: <part>.json, <part>.out (stdout+stderr), session.log, summary.txt.
+# Run it through the device tool with carry [".whl"] (cma, pydantic; see README, Benchmarks).
+# Make .whl/ once on a machine with PyPI (GPU machine: Python 3.12, manylinux x86_64), e.g.
+#     pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#         --platform manylinux2014_x86_64 -d .whl cma==4.5.0 pydantic annotated-types typing-inspection
+# and move the binary pydantic_core wheel into .whl/cp312/.
+set -u
+OUT=${OUT:-/tmp/gpu_session}
+mkdir -p "$OUT"
+LOG="$OUT/session.log"
+: > "$LOG"
+T0=$(date +%s)
+BUDGET=${GPU_SESSION_BUDGET_S:-420}
+if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU machine lacks (cma, pydantic), carried as wheels:
+  # pure-Python ones in .whl/, binary ones per Python version in .whl/cpXY/
+  CPV=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl $(ls .whl/"$CPV"/*.whl 2>/dev/null) || echo "WARNING: wheel install failed" | tee -a "$LOG"
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=.:${PYTHONPATH:-}
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+
+if [ "${GPU_SESSION_TINY:-0}" = "1" ]; then
+  DEV=(--device cpu --model small)
+  BENCH=(--n 8 --examples 8 --repeats 1 --threads 2 --profile-iters 1)
+  PREC=(--n 20 --examples 8 --inits 0.02 0.2)
+  STUDY=(--iterations 1)
+  L_BENCH=240 L_STUDY=900 L_PREC=90 L_COMP=900
+  BUDGET=${GPU_SESSION_BUDGET_S:-3600}
+else
+  DEV=(--device cuda --model roberta-large-shape)
+  BENCH=(--n 100 --examples 32 --repeats 2 --profile-iters 3)
+  PREC=(--n 100 --examples 32 --inits 0.02 0.1 0.2)
+  STUDY=()
+  L_BENCH=90 L_STUDY=100 L_PREC=50 L_COMP=110
+fi
+
+part() {  # part NAME LIMIT_S COMMAND...
+  local name=$1 limit=$2; shift 2
+  local left=$(( BUDGET - ($(date +%s) - T0) ))
+  if [ "$left" -lt 25 ]; then
+    echo "== $name SKIPPED (${left}s of the session budget left)" | tee -a "$LOG"; return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s): $*" | tee -a "$LOG"
+  local s=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.out" 2>&1
+  local rc=$?
+  echo "== $name rc=$rc in $(( $(date +%s) - s ))s$( [ $rc -eq 124 ] && echo ' (TIMED OUT)')" | tee -a "$LOG"
+  if [ $rc -ne 0 ]; then tail -n 15 "$OUT/$name.out" | tee -a "$LOG"; fi
+  return 0
+}
+
+{ echo "# $(date -u) $(hostname)"; nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null
+  $PY -c "import sys, torch, transformers; print('python', sys.version.split()[0], '| torch', torch.__version__, \
+'| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())"; } 2>&1 | tee -a "$LOG"
+
+part bench "$L_BENCH" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" \
+  --modes baseline bf16-eager bf16 bucket bucket-pad --profile-modes baseline bucket --json "$OUT/bench.json"
+part study_old "$L_STUDY" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --earlier --no-report \
+  --json "$OUT/study_earlier.json"
+part study_new "$L_STUDY" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --no-report \
+  --json "$OUT/study_new.json"
+part precision "$L_PREC" $PY benchmarks/prompt_precision.py "${DEV[@]}" "${PREC[@]}" --json "$OUT/precision.json"
+part compile "$L_COMP" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" --modes bucket compile \
+  --profile-modes compile --json "$OUT/bench_compile.json"
+part study_comp "$L_COMP" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --compile --no-report \
+  --json "$OUT/study_compile.json"
+
+$PY - "$OUT" <<'PYEOF' 2>&1 | tee "$OUT/summary.txt"
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as fh:
+            return json.load(fh)
+    except Exception as exc:  # noqa: BLE001
+        print(f"[{name}: missing ({type(exc).__name__})]")
+        return None
+for name in ("bench.json", "bench_compile.json"):
+    b = load(name)
+    if not b:
+        continue
+    i = b["info"]
+    print(f"## {name}: {i['device']} | torch {i['torch']} | {i['model']} | N={i['n']} | matmul ref "
+          f"{i.get('matmul_bf16_tflops', float('nan')):.0f} TFLOP/s")
+    print(f"{'workload':<6}{'mode':<14}{'fwd':>4}{'gen/s':>8}{'TFLOP/s':>9}{'%peak':>7}{'useful':>8}{'pad%':>6}{'warm s':>8}")
+    for r in b["rows"]:
+        if "error" in r:
+            print(f"{r['workload']:<6}{r['mode']:<14} FAILED {r['error'][:70]}")
+        else:
+            print(f"{r['workload']:<6}{r['mode']:<14}{r['forwards']:>4}{r['generations_per_s']:>8.3f}{r['tflops']:>9.1f}"
+                  f"{r['pct_peak']:>7.1f}{r['useful_tflops']:>8.1f}{100 * r['padding_fraction']:>6.1f}{r['warmup_s']:>8.1f}")
+    for p in b.get("idle_share", []):
+        if "error" in p:
+            print(f"idle share {p['mode']}: FAILED {p['error'][:70]}")
+        else:
+            idle = "n/a" if p["idle_share"] is None else f"{100 * p['idle_share']:.1f}%"
+            print(f"study loop {p['workload']} {p['mode']}: {p['seconds_per_iteration']:.3f} s/iter (SABO), GPU idle {idle}")
+p = load("precision.json")
+if p:
+    print(f"## precision vs fp32 (TF32 off), {p['info']['n']} candidates, {p['info']['workload']}-like, {p['info']['device']}")
+    for r in p["results"]:
+        print(f"init {r['init']:<5g} loss {r['loss_mean']:.4f} rel std {r['loss_rel_std']:.1e} | bf16 max rel "
+              f"{r['bf16']['max_rel']:.1e} mean rel {r['bf16']['mean_rel']:.1e} spearman {r['bf16']['spearman']:.4f} | "
+              f"autocast max rel {r['autocast']['max_rel']:.1e} spearman {r['autocast']['spearman']:.4f}")
+for name in ("study_earlier.json", "study_new.json", "study_compile.json"):
+    s = load(name)
+    if s:
+        print(f"## {name}: {s['options']} | {s['runs']} runs in {s['wall_s']:.1f} s | median s/iter: one-round "
+              f"{s['one_round_s_per_iter_median']}, SABO {s['sabo_s_per_iter_median']}")
+PYEOF
+echo "== session done in $(( $(date +%s) - T0 ))s; outputs in $OUT" | tee -a "$LOG"
