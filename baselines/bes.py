@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sabo.gaussian_search import default_popsize
+from sabo.gaussian_search import ingo_default_popsize
 from sabo.protocol import AskTellOptimizer
 from sabo.schedules import as_schedule, schedule_mapping
 from sabo.state import Array
@@ -41,7 +41,7 @@ class BES(AskTellOptimizer):
         else, but **ignored**: BES keeps no covariance; its only scale is ``spacing``.
     popsize : int or None
         Number N of Rademacher directions (>= 2); ``None`` uses
-        :func:`sabo.gaussian_search.default_popsize` (the even number at or above
+        :func:`sabo.gaussian_search.ingo_default_popsize` (the even number at or above
         4 + floor(3 ln d)). Each ask has N + 1 rows.
     lr : float or schedule
         Step size beta_t (a number > 0, or a :mod:`sabo.schedules` schedule called with
@@ -60,7 +60,7 @@ class BES(AskTellOptimizer):
 
     def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, spacing=1.0, seed=None, *, nonfinite="raise"):
         x0 = check_x0(x0)
-        super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=ingo_default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         self._lr = as_schedule("lr", lr)
         self._spacing = check_positive("spacing", spacing)
@@ -72,6 +72,7 @@ class BES(AskTellOptimizer):
         return {**super()._config(), "lr": schedule_mapping(self._lr), "spacing": self._spacing}
 
     def _ask_rows(self) -> int:
+        """N + 1: the N perturbed points and the centre (also ``evals_per_iteration``)."""
         return self._popsize + 1
 
     def _finish_restore(self) -> None:
@@ -84,11 +85,6 @@ class BES(AskTellOptimizer):
     def mean(self) -> np.ndarray:
         """The current iterate x_t."""
         return self._x.copy()
-
-    @property
-    def evals_per_iteration(self) -> int:
-        """N + 1: the N perturbed points and the centre."""
-        return self._popsize + 1
 
     def _ask(self) -> np.ndarray:
         """Draw eps ~ U{-1, +1}^{N x d} (kept for the update); return x + c eps with x appended last."""

@@ -83,8 +83,9 @@ FORBIDDEN_OPTIONS = {
 }
 
 
-def default_popsize(dim: int) -> int:
-    """pycma's default population size 4 + floor(3 ln d)."""
+def pycma_default_popsize(dim: int) -> int:
+    """pycma's default population size 4 + floor(3 ln d) (not INGO's even rule,
+    :func:`sabo.gaussian_search.ingo_default_popsize`)."""
     return 4 + int(np.floor(3 * np.log(dim)))
 
 
@@ -134,7 +135,7 @@ class CMAES(AskTellOptimizer):
 
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, options=None, nonfinite="raise"):
         x0 = check_x0(x0)
-        super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=pycma_default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         opts = self._checked_options(options)
         self._options = copy.deepcopy(opts)
@@ -190,9 +191,17 @@ class CMAES(AskTellOptimizer):
         """pycma's overall step size sigma."""
         return float(self._es.sigma)
 
-    @property
-    def evals_per_iteration(self) -> int:
-        return self._popsize
+    @classmethod
+    def cost_per_iteration(cls, dim: int, popsize: int) -> float:
+        """pycma's full covariance: O(N d^2) per iteration, not the O(N d) of diagonal methods.
+
+        Sampling (B D z), the rank-mu update and the eigendecomposition (O(d^3), which pycma
+        redoes lazily every O(d / N) iterations: amortised O(N d^2) again) all grow like N d^2;
+        the 1/25 puts BLAS-backed d^2 work on the scale of the other methods' per-coordinate
+        work (CMA-ES at d = 200 about 8x a diagonal method; ``benchmarks/optimizer_overhead.py``
+        measures the actual ratios).
+        """
+        return popsize * dim * dim / 25.0
 
     def _ask(self) -> np.ndarray:
         return np.array(self._es.ask(), dtype=np.float64)
@@ -255,7 +264,8 @@ class CMAES(AskTellOptimizer):
                 self._tell(values)
             pending = self._ask() if saved["_pending"] is not None else None
         except (ValueError, FloatingPointError, ArithmeticError) as exc:
-            raise ValueError(f"replay did not reproduce the saved state: pycma failed ({type(exc).__name__}: {exc})") from exc
+            raise ValueError(f"replay did not reproduce the saved state: pycma failed "
+                             f"({type(exc).__name__}: {exc})") from exc
         mismatch = [what for what, same in (
             ("random generator", tree_equal(to_data(self._rng.bit_generator.state), to_data(rng.bit_generator.state))
              and type(self._rng.bit_generator) is type(rng.bit_generator)),

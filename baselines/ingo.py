@@ -42,10 +42,6 @@ class INGO(GaussianSearch):
         super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline,
                          shaping=shaping, precision_floor=precision_floor, nonfinite=nonfinite)
 
-    @property
-    def evals_per_iteration(self) -> int:
-        return self.population_rows
-
     def _ask(self) -> np.ndarray:
         return self._sample(self._mu, self._sigma2)
 

@@ -107,7 +107,7 @@ RESTART_SIGMA_RATIO = 1e-12
 RESTART_FTOL = 1e-12
 
 
-def default_popsize(dim: int) -> int:
+def mmes_default_popsize(dim: int) -> int:
     """4 + floor(3 ln d), rounded up to an even number for mirrored sampling."""
     n = 4 + int(np.floor(3 * np.log(dim)))
     return n + (n % 2)
@@ -168,7 +168,7 @@ class MMES(AskTellOptimizer):
                  nonfinite="raise"):
         x0 = check_x0(x0)
         d = x0.size
-        super().__init__(x0, sigma0=sigma0, popsize=default_popsize(d) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=mmes_default_popsize(d) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         self._m = check_int("n_paths", 2 * math.ceil(math.sqrt(d)) if n_paths is None else n_paths, minimum=1)
         self._c_c = check_in_interval("c_c", 0.4 / math.sqrt(d) if c_c is None else c_c, 0.0, 1.0, closed="right")
@@ -238,10 +238,6 @@ class MMES(AskTellOptimizer):
     @property
     def n_paths_stored(self) -> int:
         return self._n_stored
-
-    @property
-    def evals_per_iteration(self) -> int:
-        return self._popsize
 
     # ------------------------------------------------------------------ sampling
     def _mixture_probabilities(self, k: int) -> tuple[float, np.ndarray]:

@@ -78,9 +78,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 
-from replication.prompt.model import compile_encoder, random_backbone, roberta_large_config, set_attention  # noqa: E402
-from replication.prompt.objective import PromptObjective, encode_ids  # noqa: E402
-from replication.prompt.soft_prompt import PromptProjection  # noqa: E402
+from replication.prompt.model import compile_encoder, random_backbone, roberta_large_config, set_attention
+from replication.prompt.objective import PromptObjective, encode_ids
+from replication.prompt.soft_prompt import PromptProjection
 
 # RoBERTa's special ids and a few template token ids (Ġ. = 479, ĠIt = 85, Ġwas = 21)
 BOS, PAD, EOS, UNK, MASK = 0, 1, 2, 3, 50264
@@ -321,9 +321,9 @@ def main(argv=None) -> dict:
                 sync(device)
                 warm = time.perf_counter() - t0
                 last = {}
-                t = timed(lambda: last.update(losses=obj.losses(Z)), device, repeats)
+                t = timed(lambda last=last, obj=obj: last.update(losses=obj.losses(Z)), device, repeats)
                 losses = last["losses"]
-            except Exception as exc:  # noqa: BLE001 - one failing mode must not lose the others
+            except Exception as exc:  # one failing mode must not lose the others
                 print(f"# {wname} {mode}: FAILED {type(exc).__name__}: {exc}", flush=True)
                 rows.append({"workload": wname, "mode": mode, "error": f"{type(exc).__name__}: {exc}"})
                 continue
@@ -350,7 +350,7 @@ def main(argv=None) -> dict:
                   f"warm-up {warm:.1f} s", flush=True)
             if args.loop and mode == modes[0]:
                 loop_n = min(n, 8 if not cuda else n)
-                t_loop = timed(lambda: obj.loss_loop(Z[:loop_n]), device, 1) * n / loop_n
+                t_loop = timed(lambda obj=obj, loop_n=loop_n: obj.loss_loop(Z[:loop_n]), device, 1) * n / loop_n
                 lshapes = obj.forward_shapes(n, loop=True)
                 rows.append({**row, "mode": f"{mode}-loop", "forwards": len(lshapes),
                              "seconds_per_generation": t_loop, "generations_per_s": 1.0 / t_loop,
@@ -384,7 +384,7 @@ def main(argv=None) -> dict:
         for mode in [m for m in modes if m in args.profile_modes]:
             try:
                 res = gpu_idle_share(objective(mode, split), dev, Z, args.profile_iters, device, args.seed)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 print(f"# idle-share {mode}: FAILED {type(exc).__name__}: {exc}", flush=True)
                 profiles.append({"mode": mode, "error": f"{type(exc).__name__}: {exc}"})
                 continue

@@ -32,11 +32,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from prompt_objective import (BOS, EOS, LABEL_IDS, MASK, MODELS, PAD, WORKLOADS, make_split,  # noqa: E402
-                              spearman, sync)
-from replication.prompt.model import random_backbone, roberta_large_config  # noqa: E402
-from replication.prompt.objective import PromptObjective  # noqa: E402
-from replication.prompt.soft_prompt import PromptProjection  # noqa: E402
+from prompt_objective import BOS, EOS, LABEL_IDS, MASK, MODELS, PAD, WORKLOADS, make_split, spearman, sync
+
+from replication.prompt.model import random_backbone, roberta_large_config
+from replication.prompt.objective import PromptObjective
+from replication.prompt.soft_prompt import PromptProjection
 
 
 def main(argv=None) -> dict:

@@ -70,13 +70,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
+    from tiny_roberta import tiny_tokenizer
 
     from replication import cli
     from replication.prompt import study
     from replication.prompt.data import prepare_task
     from replication.prompt.model import random_backbone, roberta_large_config
     from replication.storage import read_json
-    from tiny_roberta import tiny_tokenizer
 
     work = Path(tempfile.mkdtemp(prefix="prompt-check-"))
     tok = tiny_tokenizer()

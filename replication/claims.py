@@ -10,15 +10,16 @@ A study keeps its claims in a YAML list; each entry has
 A checker maps a ``check`` to a :class:`Verdict`: ``reproduced``, ``not reproduced``, or
 ``not run`` (none of the runs the check needs has a record). ``check_against_expected``
 compares verdicts with a recorded list of claim ids that held before, so CI fails when a
-claim that held stops holding.
+claim that held stops holding. ``write_report`` writes a study's report page and its claims file.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import yaml
 
-from .storage import read_json
+from .storage import atomic_write_bytes, read_json, write_json
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
 
@@ -72,7 +73,8 @@ def count_line(verdicts: list[Verdict]) -> str:
 def render_markdown(verdicts: list[Verdict]) -> str:
     lines = ["| claim | paper | checked as | measured | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:
-        cells = [f"`{v.id}`", f"\"{v.statement}\" ({v.source})", v.operationalisation, v.measurement, f"**{v.verdict}**"]
+        cells = [f"`{v.id}`", f"\"{v.statement}\" ({v.source})", v.operationalisation, v.measurement,
+                 f"**{v.verdict}**"]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -89,3 +91,22 @@ def check_against_expected(verdicts: list[dict], expected_path) -> list[str]:
         elif v["verdict"] != REPRODUCED:
             failures.append(f"{claim_id}: {v['verdict']} ({v['measurement']})")
     return failures
+
+
+def write_report(out_dir, name: str, markdown: list[str], verdicts: list[Verdict], meta: dict,
+                 files=()) -> dict:
+    """Write a study's report: ``<out_dir>/<name>.md`` and ``<out_dir>/<name>_claims.json``.
+
+    ``markdown``: the page's lines (joined with newlines, written atomically). The claims file
+    holds ``{**meta, "claims": [verdict dicts]}`` (``meta``: e.g. the profile). ``files``: what
+    the study wrote already (figures), listed first. Returns what a study's ``report`` returns:
+    ``{"files": [*files, markdown path, claims path], "claims": [verdict dicts]}``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md_path = out_dir / f"{name}.md"
+    atomic_write_bytes(md_path, "\n".join(markdown).encode())
+    claims_path = out_dir / f"{name}_claims.json"
+    claim_dicts = [v.to_dict() for v in verdicts]
+    write_json(claims_path, {**meta, "claims": claim_dicts})
+    return {"files": [*files, md_path, claims_path], "claims": claim_dicts}

@@ -29,7 +29,8 @@ from .engine import execute, load_record, record_status
 from .errors import ResourceUnavailable, UsageError
 from .executors import EXECUTORS, default_workers, run_configs
 from .storage import quarantined_files
-from .studies import STUDIES, get_study
+from .studies import STUDIES, get_study, optional_hook
+from .studies import select as select_configs
 
 
 def load_params(path: str, study: str, profile: str | None) -> dict:
@@ -53,6 +54,7 @@ def load_params(path: str, study: str, profile: str | None) -> dict:
 
 
 def select(args) -> tuple[dict, list]:
+    """The validated parameters and the runs of the active profile that the command's selection options keep."""
     from .params import selectable
 
     study = get_study(args.study)
@@ -63,8 +65,8 @@ def select(args) -> tuple[dict, list]:
             if name not in known[option]:
                 raise UsageError(f"--{option} {name!r}: study {args.study!r} has no {option} {name!r} in "
                                  f"{args.params} (known: {', '.join(sorted(known[option]))})")
-    configs = study.configs(params, settings=args.setting, methods=args.method, seeds=args.seed,
-                            functions=args.function)
+    configs = select_configs(study.configs(params), settings=args.setting, methods=args.method, seeds=args.seed,
+                             functions=args.function)
     return params, configs
 
 
@@ -151,7 +153,7 @@ def make_tracker(args):
         from .tracking import Tracker
 
         return Tracker()
-    except Exception as exc:  # noqa: BLE001 - whatever MLflow raises, the study goes on
+    except Exception as exc:  # whatever MLflow raises, the study goes on
         print(f"warning: MLflow tracking is off for this command ({tracking_uri()}: {_reason(exc)}); "
               f"{_log_later(args)}", file=sys.stderr)
         return None
@@ -181,7 +183,7 @@ class SafeLogger:
             return None
         try:
             result = call()
-        except Exception as exc:  # noqa: BLE001 - any tracking error is reported, the runs go on
+        except Exception as exc:  # any tracking error is reported, the runs go on
             self.failures += 1
             self._in_a_row += 1
             dead = self._in_a_row >= self.MAX_FAILURES_IN_A_ROW
@@ -257,7 +259,8 @@ def cmd_run_one(args) -> int:
 def cmd_list(args) -> int:
     _, configs = select(args)
     counts: dict[str, int] = {}
-    details = {"partial": "checkpoint present", "corrupt": "unusable record: the next run moves it aside and recomputes it"}
+    details = {"partial": "checkpoint present",
+               "corrupt": "unusable record: the next run moves it aside and recomputes it"}
     for c in configs:
         record = load_record(args.runs_dir, c)
         status = record["result"]["status"] if record else record_status(args.runs_dir, c)
@@ -275,11 +278,11 @@ def cmd_list(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    study = get_study(args.study)
-    if not hasattr(study, "prepare"):
+    prepare = optional_hook(get_study(args.study), "prepare")
+    if prepare is None:
         print(f"study {args.study!r} needs no data preparation")
         return 0
-    for line in study.prepare(load_params(args.params, args.study, args.profile)):
+    for line in prepare(load_params(args.params, args.study, args.profile)):
         print(line)
     return 0
 
@@ -330,7 +333,7 @@ def cmd_track(args) -> int:
         from .tracking import Tracker
 
         tracker = Tracker()
-    except Exception as exc:  # noqa: BLE001 - one line, whatever MLflow raises
+    except Exception as exc:  # one line, whatever MLflow raises
         print(f"error: MLflow is unavailable ({tracking_uri()}: {_reason(exc)}); nothing was logged", file=sys.stderr)
         return 2
     logger = SafeLogger(tracker, "run this command again once MLflow works")

@@ -78,7 +78,7 @@ class RunConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         return cls(**{k: d[k] for k in ("study", "setting", "problem", "method", "params", "seed", "budget",
                                          "code_version")})
 

@@ -49,7 +49,7 @@ class Curve:
         return {"columns": {k: list(v) for k, v in self.columns.items()}, "next": self._next}
 
     @classmethod
-    def from_state(cls, max_iter: int, state, points: int = 120) -> "Curve":
+    def from_state(cls, max_iter: int, state, points: int = 120) -> Curve:
         """Rebuild a curve from :meth:`state`; a malformed state raises ``ValueError`` saying what is wrong."""
         curve = cls(max_iter, points)
         if not isinstance(state, dict) or set(state) != {"columns", "next"}:

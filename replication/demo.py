@@ -5,28 +5,40 @@
 Each method gets the same evaluation budget (SABO spends 2N evaluations per iteration,
 INGO and CMA-ES N, BES N + 1), starts from mu0 ~ U[0, 1]^d with Sigma0 = I and the paper's
 synthetic-study step sizes (beta = 0.1, BES spacing c = 1, rho = 100/sqrt(T + 1) with T the
-SABO horizon). It prints the error E = ||mu - x*||_2 reached, as in the paper's figures.
-This is a smoke-sized preview; the full study is the synthetic pipeline.
+SABO horizon). A method the paper does not use (one added with ``baselines.register``) runs
+with its constructor's defaults. It prints the error E = ||mu - x*||_2 reached, as in the
+paper's figures. This is a smoke-sized preview; the full study is the synthetic pipeline.
 """
 from __future__ import annotations
 
 import argparse
+
 import numpy as np
 
 import baselines
 import sabo
-from replication.problems.synthetic import FUNCTIONS
+from replication.synthetic.functions import FUNCTIONS
+
+#: The paper's synthetic-study settings of the methods it compares, as functions of the method's
+#: horizon T (iterations within the budget). A method not listed runs with its constructor's
+#: defaults, so every registered optimizer can be previewed (CMA-ES and MMES use theirs).
+PAPER_SETTINGS = {
+    "sabo": lambda T: {"lr": 0.1, "rho": sabo.InvSqrt(100.0, horizon=T)},
+    "ingo": lambda T: {"lr": 0.1},
+    "bes": lambda T: {"lr": 0.1, "spacing": 1.0},
+}
 
 
-def method_params(name: str, popsize: int, iterations: int) -> dict:
-    common = {"sigma0": 1.0, "popsize": popsize}
-    return {
-        "sabo": {**common, "lr": 0.1, "rho": sabo.InvSqrt(100.0, horizon=iterations)},
-        "ingo": {**common, "lr": 0.1},
-        "bes": {**common, "lr": 0.1, "spacing": 1.0},
-        "cmaes": common,
-        "mmes": common,
-    }[name]
+def method_params(name: str, popsize: int, evals: int) -> dict:
+    """Constructor parameters of the registered method ``name`` for a budget of ``evals`` evaluations.
+
+    ``sigma0`` and ``popsize`` are parameters of every registered optimizer
+    (``baselines.REQUIRED_PARAMETERS``); the horizon counts ``rounds_per_iteration`` asks of
+    ``popsize`` rows per iteration.
+    """
+    horizon = evals // (baselines.REGISTRY[name].rounds_per_iteration * popsize)
+    paper = PAPER_SETTINGS.get(name)
+    return {"sigma0": 1.0, "popsize": popsize, **(paper(horizon) if paper is not None else {})}
 
 
 def main(argv=None) -> None:
@@ -38,18 +50,18 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     x0 = np.random.default_rng(args.seed).uniform(0.0, 1.0, args.dim)
     names = list(baselines.REGISTRY)
+    width = {n: max(12, len(n) + 2) for n in names}
     print(f"d = {args.dim}, N = {args.popsize}, budget = {args.evals} evaluations, seed = {args.seed}")
-    print(f"{'function':<18}" + "".join(f"{n:>12}" for n in names))
+    print(f"{'function':<18}" + "".join(f"{n:>{width[n]}}" for n in names))
     for fname, (fun, x_star) in FUNCTIONS.items():
         row = []
         for name in names:
-            sabo_iterations = args.evals // (2 * args.popsize)
-            opt = baselines.make(name, x0=x0, seed=args.seed, **method_params(name, args.popsize, sabo_iterations))
+            opt = baselines.make(name, x0=x0, seed=args.seed, **method_params(name, args.popsize, args.evals))
             try:
                 res = sabo.run(opt, fun, max_nfev=args.evals, record_mean=False)
-                row.append(f"{np.linalg.norm(res.x - x_star):12.3e}")
+                row.append(f"{np.linalg.norm(res.x - x_star):{width[name]}.3e}")
             except (FloatingPointError, ValueError):  # the optimizer's state or F overflowed
-                row.append(f"{'diverged':>12}")
+                row.append(f"{'diverged':>{width[name]}}")
         print(f"{fname:<18}" + "".join(row), flush=True)
 
 

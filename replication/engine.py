@@ -253,7 +253,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         "status": status,
         "message": message,
         "seeds": {"problem": config.problem_seed(), "optimizer": config.optimizer_seed()},
-        "evals_per_iteration": int(getattr(opt, "evals_per_iteration", opt.popsize)),
+        "evals_per_iteration": int(opt.evals_per_iteration),
         "final": curve.last(),
         "curve": curve.columns,
         "stats": jsonable(opt.stats),
@@ -284,7 +284,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: in
         curve = Curve.from_state(max_iter, state["curve"])
         elapsed, resumes, started = float(state["elapsed"]), int(state["resumes"]) + 1, str(state["started"])
         problem.set_state(state["problem"])
-    except Exception as exc:  # noqa: BLE001 - any defect of the file: recompute rather than stop the study
+    except Exception as exc:  # any defect of the file: recompute rather than stop the study
         quarantine(ckpt, f"{type(exc).__name__}: {exc}")
         return None
     return opt, curve, elapsed, resumes, started

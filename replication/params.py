@@ -22,18 +22,29 @@ Each study declares its section as a pydantic model next to its code
 :class:`replication.errors.UsageError` with one line per problem, e.g.::
 
     params.yaml: synthetic.profiles.full.seeds = '01': must be a list of integers >= 0
-    params.yaml: synthetic.settings: key '../x' is not a valid name (letters, digits, '_', '-', '.'; not starting with '.')
+    params.yaml: synthetic.settings: key '../x' is not a valid name (letters, digits, '_', '-', '.';
+        not starting with '.')
 """
 from __future__ import annotations
 
 import importlib
 import math
-from typing import Annotated, Union
+from typing import Annotated
 
 import yaml
 from annotated_types import Ge, Gt, Le, Lt, MinLen
-from pydantic import (AfterValidator, BaseModel, ConfigDict, FiniteFloat, StrictBool, StrictInt, StrictStr,
-                      ValidationError, WrapValidator, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    FiniteFloat,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    WrapValidator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .errors import UsageError
@@ -150,8 +161,8 @@ def references(where: tuple, names, known, what: str):
 
 
 # -- method grids --------------------------------------------------------------------------------
-Scalar = Union[StrictBool, StrictInt, FiniteFloat, StrictStr]
-GridValue = Annotated[Union[Scalar, Annotated[list[Scalar], MinLen(1)], dict[StrictStr, Scalar]],
+Scalar = StrictBool | StrictInt | FiniteFloat | StrictStr
+GridValue = Annotated[Scalar | Annotated[list[Scalar], MinLen(1)] | dict[StrictStr, Scalar],
                       rule("must be a number, string or boolean, a non-empty list of those, or a mapping of those")]
 
 
@@ -178,7 +189,7 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
         registry = ", ".join(baselines.REGISTRY)
         for name, grid in methods.items():
             if name in reserved:
-                raise at((name,), grid, f"is reserved by the study; choose another name", key=True)
+                raise at((name,), grid, "is reserved by the study; choose another name", key=True)
             optimizer = grid.get("optimizer", name)
             if "optimizer" in grid and optimizer not in baselines.REGISTRY:
                 raise at((name, "optimizer"), optimizer, f"must be a registered optimizer ({registry})")

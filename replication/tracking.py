@@ -121,7 +121,7 @@ def _forget_cached_engine(uri: str) -> None:
         engine = SqlAlchemyStore._engine_map.pop(uri, None)
         if engine is not None:
             engine.dispose()
-    except Exception:  # noqa: BLE001 - an MLflow without this cache needs nothing dropped
+    except Exception:  # an MLflow without this cache needs nothing dropped
         pass
 
 
@@ -160,7 +160,7 @@ class Tracker:
                     client = client_class(tracking_uri=self.uri)
                     client.search_experiments(max_results=1)
                 outcome["client"] = client
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            except BaseException as exc:  # handed to the caller's thread
                 _forget_cached_engine(self.uri)
                 outcome["error"] = exc
 
@@ -254,16 +254,19 @@ class Tracker:
             metrics = [Metric(key, float(value), now, int(step))
                        for key in curve if key not in ("nfev",)
                        for value, step in zip(curve[key], curve["nfev"]) if _finite(value)]
-            metrics += [Metric(f"final_{k}", float(v), now, 0) for k, v in record["result"]["final"].items() if _finite(v)]
+            metrics += [Metric(f"final_{k}", float(v), now, 0)
+                        for k, v in record["result"]["final"].items() if _finite(v)]
             metrics += [Metric(f"final_eval_{k}", float(v), now, 0)
                         for k, v in record["result"].get("final_evaluation", {}).items() if _finite(v)]
             metrics += [Metric("wall_time_s", float(record["provenance"]["wall_time_s"]), now, 0)]
-            metrics += [Metric(f"stats_{k}", float(v), now, 0) for k, v in record["result"]["stats"].items() if _finite(v)]
+            metrics += [Metric(f"stats_{k}", float(v), now, 0)
+                        for k, v in record["result"]["stats"].items() if _finite(v)]
             all_params = [Param(k, str(v)[:6000]) for k, v in {**params, "seed": config.seed}.items()]
             for i in range(0, max(len(metrics), len(all_params)), 900):
                 self.client.log_batch(run_id, metrics=metrics[i:i + 900], params=all_params[i:i + 900])
             self._log_curve_artifact(run_id, curve)
-            self.client.set_terminated(run_id, status="FINISHED" if record["result"]["status"] == "completed" else "FAILED")
+            self.client.set_terminated(run_id,
+                                       status="FINISHED" if record["result"]["status"] == "completed" else "FAILED")
             self._log_group_summary(exp_id, group_run, params)
             return True
 

@@ -14,18 +14,19 @@ or drive the optimizer yourself::
 """
 __version__ = "0.1.0"  # part of every run config: bump when a change alters results
 
+from . import serialization
 from .distribution import DiagonalGaussian, kl_diag_gaussians
 from .estimators import search_gradients, utilities
+from .gaussian_search import GaussianSearch, ingo_default_popsize
 from .minimize import OptimizeResult, minimize, run
 from .perturbation import closed_form_lambda, exact_lambda, perturbation_from_lambda, perturbation_kl
 from .protocol import AskTellOptimizer, NonFiniteValueError
-from .gaussian_search import GaussianSearch, default_popsize
 from .sabo import SABO
 from .schedules import Constant, InvSqrt
-from . import serialization
 
 __all__ = [
-    "SABO", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult", "minimize", "run", "default_popsize",
+    "SABO", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult", "minimize", "run",
+    "ingo_default_popsize",
     "DiagonalGaussian", "kl_diag_gaussians", "search_gradients", "utilities",
     "closed_form_lambda", "exact_lambda", "perturbation_from_lambda", "perturbation_kl",
     "Constant", "InvSqrt", "serialization",

@@ -47,7 +47,8 @@ class DiagonalGaussian:
         self.mean = np.array(self.mean, dtype=np.float64)
         self.sigma2 = np.array(self.sigma2, dtype=np.float64)
         if self.mean.ndim != 1 or self.sigma2.shape != self.mean.shape:
-            raise ValueError(f"mean and sigma2 must be 1-D of equal length (got {self.mean.shape}, {self.sigma2.shape})")
+            raise ValueError(f"mean and sigma2 must be 1-D of equal length "
+                             f"(got {self.mean.shape}, {self.sigma2.shape})")
         if not np.all(self.sigma2 > 0):
             raise ValueError("sigma2 must be > 0 in every coordinate")
 
@@ -60,6 +61,6 @@ class DiagonalGaussian:
         z = rng.standard_normal((n, self.dim))
         return z, self.mean + np.sqrt(self.sigma2) * z
 
-    def kl(self, other: "DiagonalGaussian") -> float:
+    def kl(self, other: DiagonalGaussian) -> float:
         """KL(self || other)."""
         return kl_diag_gaussians(self.mean, self.sigma2, other.mean, other.sigma2)

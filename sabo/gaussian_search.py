@@ -16,8 +16,11 @@ from .state import Array
 from .validation import check_choice, check_in_interval, check_x0
 
 
-def default_popsize(dim: int) -> int:
-    """INGO's reference default: the even number at or above 4 + floor(3 ln d)."""
+def ingo_default_popsize(dim: int) -> int:
+    """INGO's reference default: the even number at or above 4 + floor(3 ln d).
+
+    Not pycma's rule (:func:`baselines.cmaes.pycma_default_popsize`, the same without rounding
+    up to even): the names say whose default each is."""
     n = 4 + int(np.floor(3 * np.log(dim)))
     return n + (n % 2)
 
@@ -27,7 +30,7 @@ class GaussianSearch(AskTellOptimizer):
 
     def __init__(self, x0, *, sigma0, popsize, lr, seed, baseline, shaping, precision_floor, nonfinite):
         x0 = check_x0(x0)
-        super().__init__(x0, sigma0=sigma0, popsize=default_popsize(x0.size) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=ingo_default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         self._lr = as_schedule("lr", lr)
         self._baseline = check_choice("baseline", baseline, BASELINES)

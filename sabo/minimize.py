@@ -1,8 +1,8 @@
 """Drive any ask/tell optimizer on a vectorised objective; ``sabo.minimize`` for SABO itself."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -42,7 +42,8 @@ class OptimizeResult:
 def _evaluate(fun: Callable, X: np.ndarray) -> np.ndarray:
     values = np.asarray(fun(X), dtype=np.float64)
     if values.shape != (X.shape[0],):
-        raise ValueError(f"fun returned shape {values.shape} for a population of shape {X.shape}; expected ({X.shape[0]},)")
+        raise ValueError(f"fun returned shape {values.shape} for a population of shape {X.shape}; "
+                         f"expected ({X.shape[0]},)")
     return values
 
 

@@ -8,7 +8,8 @@ the stationarity conditions of the Lagrangian (eq. sec31_2) give, for a multipli
 (eq. sec31_4, used with the estimates g', G' in eq. sec32_5):
 
     delta_mu    = Sigma g' / lambda,
-    delta_Sigma = 2 Sigma G' / (lambda Sigma^{-1} - 2 G'),  i.e.  (Sigma + delta_Sigma)^{-1} = Sigma^{-1} (1 - 2 Sigma G' / lambda).
+    delta_Sigma = 2 Sigma G' / (lambda Sigma^{-1} - 2 G'),
+    i.e.  (Sigma + delta_Sigma)^{-1} = Sigma^{-1} (1 - 2 Sigma G' / lambda).
 
 Two ways to choose lambda are provided:
 

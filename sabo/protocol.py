@@ -81,10 +81,17 @@ class AskTellOptimizer:
     A concrete optimizer declares its registry name as the class attribute ``name`` (e.g.
     ``name = "sabo"``); declaring it registers the class in :data:`OPTIMIZERS`, through
     which saved states are restored. It declares its evolving state in ``_STATE_FIELDS``
-    (:mod:`sabo.state`) and its constructor arguments in ``_config()``.
+    (:mod:`sabo.state`) and its constructor arguments in ``_config()``. What a caller needs to
+    know about a method without running it is declared on the class too, so that no caller
+    compares method names: ``rounds_per_iteration`` (ask/tell rounds per iteration) and
+    :meth:`cost_per_iteration` (a relative cost hint, as Nevergrad's class-level capabilities).
     """
 
     name: str | None = None
+
+    #: Ask/tell rounds that make one iteration (one update of the search distribution). SABO
+    #: has two (perturbation and update round); budgets in iterations cost this many asks.
+    rounds_per_iteration: int = 1
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -157,8 +164,10 @@ class AskTellOptimizer:
             return v
         if self._nonfinite == "raise" or bad.size == n:
             shown = ", ".join(f"{i}: {v[i]}" for i in bad[:10])
-            hint = "" if bad.size == n else "; pass nonfinite='worst' to treat such values as the worst of the population"
-            raise NonFiniteValueError(f"objective returned non-finite values for candidates {{{shown}}} (index: value){hint}")
+            hint = ("" if bad.size == n
+                    else "; pass nonfinite='worst' to treat such values as the worst of the population")
+            raise NonFiniteValueError(f"objective returned non-finite values for candidates {{{shown}}} "
+                                      f"(index: value){hint}")
         v[bad] = np.max(v[np.isfinite(v)])
         self._stats["nonfinite_replaced"] += int(bad.size)
         return v
@@ -201,6 +210,27 @@ class AskTellOptimizer:
     def nit(self) -> int:
         """Completed iterations (for SABO, one iteration is two ask/tell rounds)."""
         return self._nit
+
+    @property
+    def evals_per_iteration(self) -> int:
+        """Function evaluations of the next iteration: the rows of its ``rounds_per_iteration`` asks.
+
+        Declared here so that callers (the run engine, budgets in evaluations) never need to
+        know which method they drive; an optimizer whose asks differ in size overrides it.
+        """
+        return self.rounds_per_iteration * self._ask_rows()
+
+    @classmethod
+    def cost_per_iteration(cls, dim: int, popsize: int) -> float:
+        """Relative work of the optimizer's own ask/tell in one iteration, without the objective.
+
+        A hint for scheduling (start the longest runs first), in units of one coordinate of one
+        sample: sampling and a diagonal or low-rank update touch each coordinate of each row a
+        bounded number of times, so the default is ``rounds_per_iteration * popsize * dim``. A
+        method whose work grows faster (full-covariance CMA-ES: N d^2) overrides it. Studies add
+        their objective's cost per evaluation (:mod:`replication.costs`).
+        """
+        return float(cls.rounds_per_iteration * popsize * dim)
 
     @property
     def mean(self) -> np.ndarray:  # pragma: no cover - abstract
@@ -294,7 +324,8 @@ class AskTellOptimizer:
             raise ValueError(f"state['optimizer'] names an unknown optimizer {name!r}; known: {sorted(OPTIMIZERS)} "
                              "(an optimizer is known once the module defining it is imported, e.g. `import baselines`)")
         if not issubclass(target, cls):
-            raise ValueError(f"state was saved from optimizer {name!r} ({target.__qualname__}), which is not a {cls.__qualname__}")
+            raise ValueError(f"state was saved from optimizer {name!r} ({target.__qualname__}), "
+                             f"which is not a {cls.__qualname__}")
         config = state["config"]
         params = [p for p in inspect.signature(target).parameters]
         check_keys("state['config']", config, params)

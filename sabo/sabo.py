@@ -49,7 +49,7 @@ class SABO(GaussianSearch):
         Initial standard deviation; Sigma_0 = diag(sigma0**2) (so Sigma_0 = 0.5 I is
         ``sigma0=sqrt(0.5)``).
     popsize : int, optional
-        N, samples per round (>= 2). Default: :func:`default_popsize`.
+        N, samples per round (>= 2). Default: :func:`ingo_default_popsize`.
     lr : float or schedule
         Step size beta_t (> 0); a number is a constant schedule.
     rho : float or schedule
@@ -69,6 +69,7 @@ class SABO(GaussianSearch):
     """
 
     name = "sabo"
+    rounds_per_iteration = 2  # perturbation round, then update round
     _STATE_FIELDS = (
         Integer("phase", maximum=1),
         Array("mu_hat", lambda o: (o._dim,)),
@@ -106,11 +107,6 @@ class SABO(GaussianSearch):
     def perturbed_sigma2(self) -> np.ndarray:
         """Diagonal of Sigma_t + delta_Sigma (equals Sigma_t in round 0)."""
         return self._sigma2_hat.copy()
-
-    @property
-    def evals_per_iteration(self) -> int:
-        """2 (N + 1) with the centre baseline, else 2 N."""
-        return 2 * self.population_rows
 
     # ------------------------------------------------------------------ protocol
     def _ask(self) -> np.ndarray:

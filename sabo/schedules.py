@@ -71,7 +71,8 @@ def as_schedule(name: str, value) -> Constant | InvSqrt:
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return Constant(check_positive(name, value))
-    raise ValueError(f"{name} must be a number > 0, a schedule (Constant, InvSqrt) or a schedule mapping (got {value!r})")
+    raise ValueError(f"{name} must be a number > 0, a schedule (Constant, InvSqrt) or a schedule mapping "
+                     f"(got {value!r})")
 
 
 def schedule_mapping(schedule: Constant | InvSqrt) -> dict:

@@ -10,7 +10,7 @@ restores, raising ``ValueError`` that names the field. The helpers here also def
 from __future__ import annotations
 
 import numbers
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -86,7 +86,8 @@ def check_keys(where: str, mapping, expected) -> None:
     missing = sorted(set(expected) - set(mapping), key=str)
     unexpected = sorted(set(mapping) - set(expected), key=str)
     if missing or unexpected:
-        parts = ([f"missing keys {missing}"] if missing else []) + ([f"unexpected keys {unexpected}"] if unexpected else [])
+        parts = (([f"missing keys {missing}"] if missing else [])
+                 + ([f"unexpected keys {unexpected}"] if unexpected else []))
         raise ValueError(f"{where}: {' and '.join(parts)}")
 
 
@@ -179,7 +180,8 @@ class Array(Field):
             raise ValueError(f"{where} must have dtype float64 (got {value.dtype})")
         expected = tuple(self.shape(opt))
         if value.ndim != len(expected) or any(e is not None and s != e for s, e in zip(value.shape, expected)):
-            shown = "(" + ", ".join("any" if e is None else str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
+            shown = ("(" + ", ".join("any" if e is None else str(e) for e in expected)
+                     + ("," if len(expected) == 1 else "") + ")")
             raise ValueError(f"{where} must have shape {shown} for this optimizer (d = {opt.dim}); got {value.shape}")
         if not self.integer and self.finite:
             no_nan_only = self.finite == "no_nan"

@@ -17,13 +17,11 @@ def drive(opt, fun, rounds):
 
 
 def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=150, seed=0, **params) -> RunConfig:
-    defaults = {
+    defaults = {  # the synthetic study's settings; another registered method runs with its defaults
         "sabo": {"lr": 0.1, "rho": {"kind": "inv_sqrt", "scale": 100.0, "horizon": 3000}},
         "ingo": {"lr": 0.1},
         "bes": {"lr": 0.1, "spacing": 1.0},
-        "cmaes": {},
-        "mmes": {},
-    }[method]
+    }.get(method, {})
     return RunConfig(study="synthetic", setting=f"d{dim}_N{popsize}",
                      problem={"name": function, "dim": dim, "mu0": {"low": 0.0, "high": 1.0}},
                      method=method, params={"sigma0": 1.0, "popsize": popsize, **defaults, **params},
@@ -35,19 +33,18 @@ def deterministic_part(record: dict) -> dict:
     return {"config": record["config"], "config_hash": record["config_hash"], "result": record["result"]}
 
 
-def restore_and_compare(opt, fun, rounds=20):
-    """Restore ``opt`` from its state_dict written and read by ``sabo.serialization`` (data only,
-    no pickle), drive both ``rounds`` rounds, assert identical asks.
-
-    Returns the restored optimizer (in step with ``opt``) for further checks.
-    """
-    from sabo.serialization import dumps, loads
-
-    restored = type(opt).from_state_dict(loads(dumps(opt.state_dict())))
-    for _ in range(rounds):
-        Xa, Xb = opt.ask(), restored.ask()
-        assert np.array_equal(Xa, Xb)
-        opt.tell(Xa, fun(Xa))
-        restored.tell(Xb, fun(Xb))
-    assert np.array_equal(opt.mean, restored.mean)
-    return restored
+def tiny_params(functions=("ellipsoid", "levy"), methods=("sabo", "ingo")) -> dict:
+    """A parameter file with one small synthetic setting (d = 10, N = 6) and profiles full and tiny."""
+    grids = {"sabo": {"lr": 0.1, "rho": {"kind": "inv_sqrt", "scale": 10.0, "horizon": "T"}}, "ingo": {"lr": 0.1}}
+    return {
+        "synthetic": {
+            "profile": "tiny",
+            "profiles": {"full": {"seeds": [0], "iterations": {"d10_N6": 60}},
+                         "tiny": {"seeds": [0, 1], "iterations": {"d10_N6": 30}}},
+            "settings": {"d10_N6": {"dim": 10, "popsize": 6}},
+            "functions": list(functions),
+            "mu0": {"low": 0.0, "high": 1.0},
+            "sigma0": 1.0,
+            "methods": {m: grids[m] for m in methods},
+        }
+    }

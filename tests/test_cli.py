@@ -4,22 +4,11 @@ import sys
 
 import pytest
 import yaml
+from helpers import tiny_params
 
 from replication.cli import main
 
-TINY = {
-    "synthetic": {
-        "profile": "tiny",
-        "profiles": {"full": {"seeds": [0], "iterations": {"d10_N6": 60}},
-                     "tiny": {"seeds": [0, 1], "iterations": {"d10_N6": 30}}},
-        "settings": {"d10_N6": {"dim": 10, "popsize": 6}},
-        "functions": ["ellipsoid", "levy"],
-        "mu0": {"low": 0.0, "high": 1.0},
-        "sigma0": 1.0,
-        "methods": {"sabo": {"lr": 0.1, "rho": {"kind": "inv_sqrt", "scale": 10.0, "horizon": "T"}},
-                    "ingo": {"lr": 0.1}},
-    }
-}
+TINY = tiny_params()
 
 
 @pytest.fixture
@@ -66,3 +55,37 @@ def test_unknown_profile_is_a_clear_error(tmp_path, params, capsys):
     assert main(["list", "synthetic", "--params", params, "--profile", "huge", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--profile 'huge'" in err and "full, tiny" in err and "Traceback" not in err
+
+
+def test_every_registered_study_fulfils_the_study_protocol():
+    from replication.studies import STUDIES, Study, get_study
+
+    for name in STUDIES:
+        assert isinstance(get_study(name), Study)
+
+
+def test_a_module_missing_part_of_the_contract_is_refused(monkeypatch):
+    import types
+
+    from replication import studies
+
+    fake = types.ModuleType("fake_study")
+    fake.configs = lambda params: []
+    monkeypatch.setitem(sys.modules, "fake_study", fake)
+    monkeypatch.setitem(studies.STUDIES, "fake", "fake_study")
+    with pytest.raises(TypeError, match="missing make_problem, cost, report"):
+        studies.get_study("fake")
+    assert studies.optional_hook(studies.get_study("synthetic"), "prepare") is None
+    with pytest.raises(ValueError, match="not an optional hook"):
+        studies.optional_hook(studies.get_study("synthetic"), "report")
+
+
+def test_select_filters_on_setting_method_seed_and_problem_name():
+    from replication.studies import get_study, select
+
+    every = get_study("synthetic").configs(TINY)
+    assert len(every) == 1 * 2 * 2 * 2 and select(every) == every
+    picked = select(every, settings=["d10_N6"], methods=["sabo"], seeds=[1], functions=["levy"])
+    assert [(c.setting, c.method, c.seed, c.problem["name"]) for c in picked] == [("d10_N6", "sabo", 1, "levy")]
+    assert select(every, methods=["ingo"]) == [c for c in every if c.method == "ingo"]  # order kept
+    assert select(every, seeds=[]) == [] and select(every, functions=["ellipsoid", "levy"]) == every

@@ -1,14 +1,15 @@
-"""CMA-ES adapter: convergence, RNG isolation, save/restore and option checks."""
+"""CMA-ES adapter: defaults, convergence, RNG isolation on pycma's own code paths, replay on restore
+and option checks (the generic ask/tell contract: tests/test_protocol.py)."""
 import copy
 
 import cma
 import numpy as np
 import pytest
-
-from baselines.cmaes import CMAES
-from sabo.serialization import dumps, loads
-from replication.problems.synthetic import ellipsoid
 from helpers import drive, sphere
+
+from baselines.cmaes import CMAES, pycma_default_popsize
+from replication.synthetic.functions import ellipsoid
+from sabo.serialization import dumps, loads
 
 
 def global_state_equal(a, b):
@@ -17,11 +18,11 @@ def global_state_equal(a, b):
 
 def test_defaults_and_population_shape():
     opt = CMAES(np.arange(20.0), seed=0)
-    assert opt.popsize == 12 == opt.evals_per_iteration  # pycma's 4 + floor(3 ln 20)
+    assert opt.popsize == 12 == opt.evals_per_iteration == pycma_default_popsize(20)  # 4 + floor(3 ln 20)
+    assert pycma_default_popsize(3) == 7  # not rounded up to even (INGO's and MMES's rule)
     assert np.array_equal(opt.mean, np.arange(20.0)) and opt.sigma == 1.0
     X = opt.ask()
     assert X.shape == (12, 20) and X.dtype == np.float64
-    assert np.array_equal(opt.ask(), X)
     opt.tell(X, sphere(X))
     assert opt.nit == 1 and opt.nfev == 12
     assert opt.stats["sigma"] == opt.sigma and opt.stats["stop"] == {}
@@ -40,23 +41,7 @@ def test_20d_reaches_1e_minus_10_within_budget(fun, budget):
     assert fun(opt.mean)[0] < 1e-10
 
 
-def test_same_seed_same_trajectory_even_when_interleaved():
-    a = CMAES(np.ones(8), 0.3, seed=3)
-    b = CMAES(np.ones(8), 0.3, seed=3)
-    for _ in range(15):
-        Xa = a.ask()
-        Xb = b.ask()
-        assert np.array_equal(Xa, Xb)
-        a.tell(Xa, ellipsoid(Xa))
-        b.tell(Xb, ellipsoid(Xb))
-    assert np.array_equal(a.mean, b.mean) and a.sigma == b.sigma
-
-
-def test_different_seeds_give_different_populations():
-    assert not np.array_equal(CMAES(np.ones(8), seed=1).ask(), CMAES(np.ones(8), seed=2).ask())
-
-
-@pytest.mark.parametrize("d,popsize", [(6, None), (2, 4), (300, 10)])  # popsize < 6: mirroring; d >= 300: TPA
+@pytest.mark.parametrize("d,popsize", [(2, 4), (300, 10)])  # popsize < 6: mirroring; d >= 300: TPA
 def test_numpy_global_rng_is_never_touched(d, popsize):
     np.random.seed(12345)
     before = np.random.get_state()
@@ -69,29 +54,18 @@ def test_numpy_global_rng_is_never_touched(d, popsize):
     assert global_state_equal(np.random.get_state(), before)
 
 
-@pytest.mark.parametrize("pending", [False, True])
-def test_state_dict_restore_continues_bit_identically(pending):
+def test_restore_links_pycmas_sampler_to_the_restored_generator():
+    """Replay rebuilds pycma around the restored generator; saving leaves the live optimizer's links alone."""
     x0 = np.random.default_rng(2).uniform(0, 1, 10)
     opt = CMAES(x0, 0.5, seed=7)
     drive(opt, ellipsoid, 10)
-    if pending:
-        opt.ask()
+    opt.ask()
     restored = CMAES.from_state_dict(loads(dumps(opt.state_dict())))
-    # saving must not re-link the live optimizer, and the restored one draws from its own generator
     assert opt._es.opts["randn"].rng is opt._rng and opt._es.sm.randn is opt._es.opts["randn"]
     assert restored._es.opts["randn"].rng is restored._rng and restored._es.sm.randn.rng is restored._rng
-    assert restored._rng is not opt._rng
-    for _ in range(20):
-        Xa, Xb = opt.ask(), restored.ask()
-        assert np.array_equal(Xa, Xb)
-        opt.tell(Xa, ellipsoid(Xa))
-        restored.tell(Xb, ellipsoid(Xb))
+    drive(restored, ellipsoid, 5)
+    drive(opt, ellipsoid, 5)
     assert np.array_equal(opt.mean, restored.mean) and opt.sigma == restored.sigma
-    assert opt.nfev == restored.nfev and opt.nit == restored.nit and opt.stats == restored.stats
-    # advancing the original leaves the restored optimizer where it was
-    checkpoint = restored.state_dict()
-    drive(opt, ellipsoid, 3)
-    assert np.array_equal(restored.ask(), CMAES.from_state_dict(checkpoint).ask())
 
 
 def test_failed_update_leaves_the_optimizer_unchanged(monkeypatch):
@@ -111,7 +85,8 @@ def test_failed_update_leaves_the_optimizer_unchanged(monkeypatch):
     with pytest.raises(RuntimeError, match="pycma failed"):
         opt.tell(X, sphere(X))
     monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", tell)
-    assert np.array_equal(opt.mean, twin.mean) and opt.sigma == twin.sigma and opt.nit == 3 and opt.nfev == 3 * opt.popsize
+    assert (np.array_equal(opt.mean, twin.mean) and opt.sigma == twin.sigma and opt.nit == 3
+            and opt.nfev == 3 * opt.popsize)
     Xt = twin.ask()
     assert np.array_equal(opt.ask(), Xt)
     opt.tell(X, sphere(X))
@@ -163,10 +138,3 @@ def test_unknown_or_malformed_options_raise_value_error(options):
 def test_pycma_version_supports_the_isolation_options():
     """``seed = nan`` (leave the global RNG alone) and a callable ``randn`` are pycma >= 3 features."""
     assert int(cma.__version__.split(".")[0]) >= 3
-
-
-@pytest.mark.parametrize("kwargs,name", [({"popsize": 1}, "popsize"), ({"sigma0": -1.0}, "sigma0"),
-                                         ({"seed": 1.5}, "seed")])
-def test_bad_parameters_raise_value_error_naming_them(kwargs, name):
-    with pytest.raises(ValueError, match=name):
-        CMAES(np.zeros(4), **kwargs)

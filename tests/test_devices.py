@@ -1,7 +1,7 @@
 """GPU scheduling: one device per run, on CPU with stubbed devices (local pool) and fake GPUs (Ray)."""
 import pytest
-
 from helpers import small_config
+
 from replication import executors
 from replication.devices import visible_gpus, worker_devices
 from replication.errors import ResourceUnavailable

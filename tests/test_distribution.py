@@ -83,7 +83,8 @@ def test_kl_of_nearby_distributions_keeps_relative_precision(x):
     s1 = s0 * (1 + x * np.array([1.0, 0.6, 0.8]))
     zero = np.zeros(3)
     with mpmath.workdps(50):
-        ref = sum((mpmath.mpf(float(b)) / mpmath.mpf(float(a)) - 1 - mpmath.log(mpmath.mpf(float(b)) / mpmath.mpf(float(a))))
+        ref = sum((mpmath.mpf(float(b)) / mpmath.mpf(float(a)) - 1
+                   - mpmath.log(mpmath.mpf(float(b)) / mpmath.mpf(float(a))))
                   for a, b in zip(s0, s1)) / 2
     got = kl_diag_gaussians(zero, s1, zero, s0)
     assert abs(got / float(ref) - 1) < 1e-12, (got, float(ref), got / float(ref) - 1)

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-
 from helpers import deterministic_part, small_config
+
 from replication.config import RunConfig
 from replication.curve import log_grid
 from replication.engine import checkpoint_path, execute, record_path

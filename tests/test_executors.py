@@ -1,5 +1,6 @@
 """Executors: results independent of worker count, order and executor (local pool, Ray)."""
 from helpers import deterministic_part, small_config
+
 from replication.executors import run_configs
 
 CONFIGS = [small_config(m, function=f, T=60, seed=s)

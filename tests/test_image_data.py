@@ -6,8 +6,16 @@ import types
 import numpy as np
 import pytest
 
-from replication.image.data import (FASHION_MNIST_FILES, Dataset, FashionMNISTUnavailable, load_dataset,
-                                    load_digits_stand_in, load_fashion_mnist, read_idx, write_idx)
+from replication.image.data import (
+    FASHION_MNIST_FILES,
+    Dataset,
+    FashionMNISTUnavailable,
+    load_dataset,
+    load_digits_stand_in,
+    load_fashion_mnist,
+    read_idx,
+    write_idx,
+)
 from replication.image.noise import apply_label_noise, symmetric_label_noise
 
 

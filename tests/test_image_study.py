@@ -6,10 +6,10 @@ import pytest
 import yaml
 
 pytest.importorskip("umap")  # the `image` extra, installed by the dev extra
-from replication.cli import main  # noqa: E402
-from replication.image.report import select  # noqa: E402
-from replication.config import expand_grid  # noqa: E402
-from replication.image.study import configs  # noqa: E402
+from replication.cli import main
+from replication.config import expand_grid
+from replication.image.report import select
+from replication.image.study import configs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,13 +37,31 @@ def test_full_profile_has_the_papers_grid():
     cfgs = configs(params)
     per_cell = {}
     for c in cfgs:
-        per_cell.setdefault((c.setting, c.problem["noise_rate"], c.method), set()).add(json.dumps(c.params, sort_keys=True))
+        per_cell.setdefault((c.setting, c.problem["noise_rate"], c.method), set()).add(
+            json.dumps(c.params, sort_keys=True))
     assert {len(v) for k, v in per_cell.items() if k[2] == "sabo"} == {16}
     assert {len(v) for k, v in per_cell.items() if k[2] == "bes"} == {12}
     assert {len(v) for k, v in per_cell.items() if k[2] == "ingo"} == {4}
     assert {len(v) for k, v in per_cell.items() if k[2] == "sabo_small_rho"} == {12}
     assert len(cfgs) == 2 * 5 * (1 + 1 + 12 + 4 + 16 + 12) * 3
     assert all(c.problem["name"] == "digits_stand_in" for c in cfgs)  # the offline default
+
+
+def test_cost_follows_the_optimizer_a_method_runs_not_its_label():
+    """``sabo_small_rho`` runs SABO (two rounds per iteration): it costs what SABO costs for equal
+    parameters (it used to be charged as a one-round method), twice INGO's."""
+    from dataclasses import replace
+
+    from replication.image.study import cost
+
+    cfgs = configs(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    sabo = next(c for c in cfgs if c.method == "sabo")
+    small_rho = replace(sabo, method="sabo_small_rho", params={**sabo.params, "optimizer": "sabo"})
+    ingo = replace(sabo, method="ingo", params={k: v for k, v in sabo.params.items() if k != "rho"})
+    cmaes = replace(sabo, method="cmaes", params={"sigma0": sabo.params["sigma0"], "popsize": sabo.params["popsize"]})
+    assert cost(small_rho) == cost(sabo) == 2 * cost(ingo) > 0
+    assert cost(cmaes) > cost(ingo)  # pycma's N d^2 work
+    assert any(c.method == "sabo_small_rho" for c in cfgs) and all(cost(c) > 0 for c in cfgs)
 
 
 def test_selection_uses_validation_not_test():

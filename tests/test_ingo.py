@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from baselines import INGO
-from replication.problems.synthetic import ellipsoid
+from replication.synthetic.functions import ellipsoid
 
 
 def fastingo_step(mu, sigma2, z, f, beta):

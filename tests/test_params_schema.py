@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import tiny_params
 
 from replication.cli import main
 from replication.config import RunConfig
@@ -15,19 +16,7 @@ from replication.params import validate_params
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 
-TINY = {
-    "synthetic": {
-        "profile": "tiny",
-        "profiles": {"full": {"seeds": [0], "iterations": {"d10_N6": 60}},
-                     "tiny": {"seeds": [0, 1], "iterations": {"d10_N6": 30}}},
-        "settings": {"d10_N6": {"dim": 10, "popsize": 6}},
-        "functions": ["ellipsoid", "levy"],
-        "mu0": {"low": 0.0, "high": 1.0},
-        "sigma0": 1.0,
-        "methods": {"sabo": {"lr": 0.1, "rho": {"kind": "inv_sqrt", "scale": 10.0, "horizon": "T"}},
-                    "ingo": {"lr": 0.1}},
-    }
-}
+TINY = tiny_params()
 
 
 def cli(argv):
@@ -199,7 +188,8 @@ def test_a_bad_image_or_prompt_section_is_one_line(study, mutate, expected, tmp_
     ("# only a comment\n", "the file is empty"),
     ("- synthetic\n", "must be a mapping of study sections"),
     ("synthetic: [\n", "not valid YAML"),
-    (yaml.safe_dump({**TINY, "synthethic": {}}), "synthethic = {}: unknown key (allowed here: synthetic, image, prompt)"),
+    (yaml.safe_dump({**TINY, "synthethic": {}}),
+     "synthethic = {}: unknown key (allowed here: synthetic, image, prompt)"),
 ])
 def test_a_bad_file_is_one_line(text, expected, tmp_path, capsys):
     assert run_list(tmp_path, None, text=text) == 2

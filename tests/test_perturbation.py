@@ -17,8 +17,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from sabo import (closed_form_lambda, exact_lambda, kl_diag_gaussians, perturbation_from_lambda,
-                  perturbation_kl)
+from sabo import closed_form_lambda, exact_lambda, kl_diag_gaussians, perturbation_from_lambda, perturbation_kl
 from sabo.perturbation import kl_lambda
 
 EPS = np.finfo(np.float64).eps

@@ -16,8 +16,7 @@ import types
 import numpy as np
 import pytest
 
-from replication.prompt.data import (TaskDataUnavailable, few_shot_split, load_task_split, prepare_task,
-                                     read_split)
+from replication.prompt.data import TaskDataUnavailable, few_shot_split, load_task_split, prepare_task, read_split
 from replication.prompt.tasks import MASK_TOKEN, PROMPT_MARKER, TASK_NAMES, TASKS, get_task
 
 EXPECTED_TRAIN_SIZES = {"sst2": 32, "yelp_polarity": 32, "ag_news": 64, "mrpc": 32, "rte": 32, "snli": 48}
@@ -234,8 +233,9 @@ def test_read_split_errors(tmp_path):
 def test_prepared_split_encodes_through_encode_template(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")
-    from replication.prompt.objective import encode_template
     from tiny_roberta import placeholder_ids, tiny_tokenizer
+
+    from replication.prompt.objective import encode_template
 
     tok = tiny_tokenizer()
     for name in TASK_NAMES:
@@ -272,7 +272,8 @@ def test_load_task_split_maps_offline_errors_only(monkeypatch, tmp_path):
         raise ValueError('Unknown split "bogus"')
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    with pytest.raises(TaskDataUnavailable, match=r"SNLI data set \(snli, split 'test'\).*HF_HOME.*HF_DATASETS_OFFLINE=1"):
+    with pytest.raises(TaskDataUnavailable,
+                       match=r"SNLI data set \(snli, split 'test'\).*HF_HOME.*HF_DATASETS_OFFLINE=1"):
         load_task_split("snli", "test", cache_dir=tmp_path)
     with pytest.raises(TaskDataUnavailable, match="ag_news"):
         load_task_split(TASKS["ag_news"], "train")

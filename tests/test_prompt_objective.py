@@ -15,15 +15,35 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from tiny_roberta import (  # noqa: E402
+    LABEL_WORDS,
+    N_PROMPT,
+    TEMPLATE,
+    placeholder_ids,
+    sentiment_examples,
+    tiny_model,
+    tiny_tokenizer,
+)
+
 import sabo  # noqa: E402
 from replication.prompt.model import (  # noqa: E402
-    BackboneUnavailable, load_backbone, random_backbone, roberta_large_config, set_attention)
+    BackboneUnavailable,
+    load_backbone,
+    random_backbone,
+    roberta_large_config,
+    set_attention,
+)
 from replication.prompt.objective import (  # noqa: E402
-    PromptObjective, encode_ids, encode_template, encode_texts, f1_score, label_word_ids, length_buckets,
-    padding_fraction)
+    PromptObjective,
+    encode_ids,
+    encode_template,
+    encode_texts,
+    f1_score,
+    label_word_ids,
+    length_buckets,
+    padding_fraction,
+)
 from replication.prompt.soft_prompt import PromptInjector, PromptProjection, embedding_module, embedding_std  # noqa: E402
-from tiny_roberta import (  # noqa: E402
-    LABEL_WORDS, N_PROMPT, TEMPLATE, placeholder_ids, sentiment_examples, tiny_model, tiny_tokenizer)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

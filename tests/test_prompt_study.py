@@ -14,6 +14,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from tiny_roberta import NEGATIVE, POSITIVE, tiny_model, tiny_tokenizer  # noqa: E402
+
 from replication import cli  # noqa: E402
 from replication.config import RunConfig  # noqa: E402
 from replication.engine import execute, record_path  # noqa: E402
@@ -23,7 +25,7 @@ from replication.prompt.objective import PromptObjective  # noqa: E402
 from replication.prompt.problem import PromptProblem, encode_task  # noqa: E402
 from replication.prompt.report import select  # noqa: E402
 from replication.storage import read_json  # noqa: E402
-from tiny_roberta import NEGATIVE, POSITIVE, tiny_model, tiny_tokenizer  # noqa: E402
+from replication.studies import select as select_configs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -59,7 +61,7 @@ def test_gpu_profile_is_the_papers_grid():
 
 
 def test_projection_seed_is_shared_by_methods_and_differs_across_seeds():
-    cs = study.configs(with_profile("gpu"), functions=["mrpc"], settings=["d200"])
+    cs = select_configs(study.configs(with_profile("gpu")), functions=["mrpc"], settings=["d200"])
     by_seed = {}
     for c in cs:
         by_seed.setdefault(c.seed, set()).add(study.projection_seed(c))
@@ -77,7 +79,7 @@ def test_projection_seed_is_shared_by_methods_and_differs_across_seeds():
 
 def test_offline_profile_runs_nothing_and_filters_narrow():
     assert study.configs(with_profile("offline")) == []
-    cs = study.configs(with_profile("gpu"), functions=["sst2"], methods=["ingo"], seeds=[1])
+    cs = select_configs(study.configs(with_profile("gpu")), functions=["sst2"], methods=["ingo"], seeds=[1])
     assert {(c.problem["name"], c.method, c.seed) for c in cs} == {("sst2", "ingo", 1)} and len(cs) == 3 * 4
 
 
@@ -300,7 +302,7 @@ def test_records_are_tracked_with_their_test_metrics(study_params, tmp_path):
     from replication.tracking import Tracker
 
     _, p = study_params
-    configs = [c for c in study.configs(p, seeds=[0]) if c.method in (study.ZERO_SHOT, "ingo")]
+    configs = [c for c in select_configs(study.configs(p), seeds=[0]) if c.method in (study.ZERO_SHOT, "ingo")]
     records = [execute(c, tmp_path / "runs") for c in configs]
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db")
     assert all(tracker.log_record(r) for r in records)

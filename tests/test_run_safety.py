@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 from filelock import FileLock
-
 from helpers import deterministic_part, small_config
+
 from replication.engine import RunBusy, checkpoint_path, execute, load_record, lock_path, record_path, record_status
 from replication.storage import QUARANTINE_MARK, quarantined_files, read_state, write_json
 

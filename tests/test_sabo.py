@@ -1,12 +1,13 @@
-"""SABO's ask/tell behaviour, consistency with INGO, save/restore, convergence and bad input."""
+"""SABO's two-round ask/tell behaviour, consistency with INGO, convergence and schedules (the generic
+ask/tell contract, save/restore and bad input: tests/test_protocol.py)."""
 
 import numpy as np
 import pytest
+from helpers import drive, sphere
 
 import sabo
-from replication.problems.synthetic import ellipsoid
+from replication.synthetic.functions import ellipsoid
 from sabo import SABO, InvSqrt
-from helpers import drive, restore_and_compare, sphere
 
 
 @pytest.mark.parametrize("baseline,rows", [("mean", 8), ("center", 9)])
@@ -24,11 +25,6 @@ def test_ask_returns_population_with_centre_last(baseline, rows):
     assert not np.array_equal(opt.perturbed_mean, opt.mean)
     opt.tell(X1, sphere(X1))
     assert opt.phase == 0 and opt.nit == 1 and opt.nfev == 2 * rows == opt.evals_per_iteration
-
-
-def test_ask_twice_returns_the_pending_population():
-    opt = SABO(np.zeros(3), popsize=4, seed=1)
-    assert np.array_equal(opt.ask(), opt.ask())
 
 
 def test_rho_to_zero_update_equals_fastingo_transcription():
@@ -92,27 +88,6 @@ def test_minimize_budget_and_callback():
     assert res.status == 2 and res.nit == 3
 
 
-@pytest.mark.parametrize("stop_after_rounds,pending", [(7, False), (8, False), (7, True)])
-def test_state_dict_restore_continues_bit_identically(stop_after_rounds, pending):
-    opt = SABO(np.linspace(0, 1, 12), popsize=10, rho=InvSqrt(5.0), seed=21, baseline="center",
-               perturbation="exact", nonfinite="worst")
-    drive(opt, ellipsoid, stop_after_rounds)
-    if pending:
-        opt.ask()
-    restored = restore_and_compare(opt, ellipsoid)
-    assert np.array_equal(opt.sigma2, restored.sigma2)
-    assert opt.nfev == restored.nfev and opt.stats == restored.stats
-    # the restored optimizer owns its generator: advancing the original leaves it where it was
-    X = opt.ask()
-    opt.tell(X, ellipsoid(X))
-    assert np.array_equal(restored.ask(), X)
-
-
-def test_restore_rejects_foreign_state():
-    with pytest.raises(ValueError, match="state_dict"):
-        SABO.from_state_dict({"weights": 1})
-
-
 def test_convergence_smoke_ellipsoid_50d():
     """Budget: 1000 iterations = 100,000 evaluations (N = 50); observed reduction 1.6e4 with seed 0."""
     x0 = np.random.default_rng(0).uniform(0, 1, 50)
@@ -155,90 +130,6 @@ def test_minibatch_contract_one_fresh_batch_per_ask():
                         max_iter=400, record_mean=False)
     assert calls[:-1] == [21] * (2 * 400) and calls[-1] == 1
     assert np.linalg.norm(res.x - w_true) < 0.1 * np.linalg.norm(w_true)
-
-
-# ---------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("kwargs,match", [
-    ({"rho": 0.0}, "rho must be > 0"),
-    ({"rho": -1.0}, "rho must be > 0"),
-    ({"lr": 0.0}, "lr must be > 0"),
-    ({"lr": float("nan")}, "lr must be a finite"),
-    ({"popsize": 1}, r"popsize must be an integer in \[2, 1000000\]"),
-    ({"popsize": 2.5}, "popsize must be an integer"),
-    ({"sigma0": 0.0}, "sigma0 must be finite and > 0"),
-    ({"sigma0": [1.0, -1.0, 1.0]}, "sigma0 must be finite and > 0"),
-    ({"sigma0": [1.0, 1.0]}, r"sigma0 must be a scalar or an array of shape \(3,\)"),
-    ({"seed": -3}, "seed must be a non-negative integer"),
-    ({"baseline": "median"}, "baseline must be one of"),
-    ({"shaping": "softmax"}, "shaping must be one of"),
-    ({"perturbation": "taylor2"}, "perturbation must be one of"),
-    ({"precision_floor": 0.0}, r"precision_floor must lie in \(0.0, 1.0\]"),
-    ({"rho": InvSqrt(-2.0)}, "rho.scale must be > 0"),
-])
-def test_bad_parameters_raise(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        SABO(np.zeros(3), **kwargs)
-
-
-@pytest.mark.parametrize("x0,match", [
-    ([0.0, np.nan, 1.0], r"x0 must be finite; entries at indices \[1\]"),
-    ([[1.0, 2.0]], "x0 must be a non-empty 1-D array"),
-    ([], "x0 must be a non-empty 1-D array"),
-])
-def test_bad_x0_raises(x0, match):
-    with pytest.raises(ValueError, match=match):
-        SABO(x0)
-
-
-def test_tell_validates_population_and_values():
-    opt = SABO(np.zeros(3), popsize=4, seed=0)
-    with pytest.raises(RuntimeError, match="without a pending ask"):
-        opt.tell(np.zeros((4, 3)), np.zeros(4))
-    X = opt.ask()
-    with pytest.raises(ValueError, match=r"X has shape \(3, 3\), expected \(4, 3\)"):
-        opt.tell(X[:3], np.zeros(3))
-    Y = X.copy()
-    Y[0, 0] += 1e-9
-    with pytest.raises(ValueError, match="not the population returned by the last ask"):
-        opt.tell(Y, np.zeros(4))
-    with pytest.raises(ValueError, match=r"values has shape \(4, 1\), expected \(4,\)"):
-        opt.tell(X, np.zeros((4, 1)))
-    with pytest.raises(ValueError, match=r"non-finite values for candidates \{1: nan, 3: inf\}"):
-        opt.tell(X, np.array([0.0, np.nan, 1.0, np.inf]))
-    assert opt.nfev == 0 and opt.phase == 0  # nothing was consumed by the failed tells
-    opt.tell(X, sphere(X))
-    assert opt.nfev == 4
-
-
-def test_nonfinite_worst_policy_replaces_and_counts():
-    opt = SABO(np.zeros(3), popsize=4, seed=0, nonfinite="worst", shaping="none", baseline="mean")
-    X = opt.ask()
-    opt.tell(X, np.array([1.0, np.nan, 3.0, -np.inf]))
-    assert opt.stats["nonfinite_replaced"] == 2
-    X = opt.ask()
-    with pytest.raises(ValueError, match="non-finite values"):
-        opt.tell(X, np.full(4, np.nan))  # nothing finite to call "worst"
-
-
-def test_overflowing_update_is_refused_and_state_kept():
-    opt = SABO(np.zeros(3), popsize=4, lr=1e10, seed=0, shaping="none", baseline="mean")
-    X = opt.ask()
-    opt.tell(X, sphere(X))
-    before = (opt.mean, opt.sigma2, opt.perturbed_mean, opt.nfev)
-    X = opt.ask()
-    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(FloatingPointError, match="non-finite mean"):
-        opt.tell(X, np.array([1e300, -1e300, 1e300, -1e300]))
-    after = (opt.mean, opt.sigma2, opt.perturbed_mean, opt.nfev)
-    assert all(np.array_equal(a, b) for a, b in zip(before, after))
-    assert np.all(np.isfinite(opt.mean)) and np.all(np.isfinite(opt.sigma2))
-
-
-def test_global_numpy_random_state_untouched():
-    np.random.seed(123)
-    before = np.random.get_state()[1].copy()
-    res = sabo.minimize(sphere, np.ones(4), popsize=6, seed=0, max_iter=5)
-    assert res.nit == 5
-    assert np.array_equal(np.random.get_state()[1], before)
 
 
 def test_schedule_mappings_as_in_config_files():

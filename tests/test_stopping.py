@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import deterministic_part
+
 from replication.cli import load_params
 from replication.engine import execute
 from replication.studies import get_study

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from replication.problems.synthetic import FUNCTIONS, different_powers, ellipsoid, l12_ellipsoid, levy
+from replication.synthetic.functions import FUNCTIONS, different_powers, ellipsoid, l12_ellipsoid, levy
 
 
 def ellipsoid_ref(x):

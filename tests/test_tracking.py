@@ -3,8 +3,8 @@ import multiprocessing
 
 import numpy as np
 import pytest
+from helpers import small_config, tiny_params
 
-from helpers import small_config
 from replication.engine import execute
 
 mlflow = pytest.importorskip("mlflow")  # part of the replication extra, installed by .ci/run
@@ -89,18 +89,7 @@ def test_diverged_runs_with_huge_errors_are_logged(tmp_path):
 
 
 # ---------------------------------------------------------------------- tracking never stops a study
-TINY = {
-    "synthetic": {
-        "profile": "tiny",
-        "profiles": {"full": {"seeds": [0], "iterations": {"d10_N6": 60}},
-                     "tiny": {"seeds": [0, 1], "iterations": {"d10_N6": 30}}},
-        "settings": {"d10_N6": {"dim": 10, "popsize": 6}},
-        "functions": ["ellipsoid"],
-        "mu0": {"low": 0.0, "high": 1.0},
-        "sigma0": 1.0,
-        "methods": {"ingo": {"lr": 0.1}},
-    }
-}
+TINY = tiny_params(functions=["ellipsoid"], methods=["ingo"])
 
 
 @pytest.fixture

@@ -139,7 +139,8 @@ def test_ingo_update_equals_formula(baseline, shaping):
 @pytest.mark.parametrize("perturbation", ["closed_form", "exact"])
 @pytest.mark.parametrize("baseline, shaping", [("center", "none"), ("mean", "zscore")])
 def test_sabo_iteration_equals_formulas(perturbation, baseline, shaping):
-    """Round 0: delta_t of eq. sec32_5; round 1: eq. 32_update with gradients at theta_t + delta_t, applied at Sigma_t."""
+    """Round 0: delta_t of eq. sec32_5; round 1: eq. 32_update with gradients at theta_t + delta_t,
+    applied at Sigma_t."""
     beta, rho = 0.05, 0.2
     opt = SABO(np.array([0.5, -1.0, 0.3, 1.2]), sigma0=np.array([0.7, 1.0, 0.5, 1.2]), popsize=N, lr=beta,
                rho=rho, seed=4, baseline=baseline, shaping=shaping, perturbation=perturbation,

@@ -28,7 +28,7 @@ LABEL_WORDS = ["bad", "great"]
 N_PROMPT = 50
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_tokenizer():
     """A byte-level BPE tokenizer (~300 tokens) with RoBERTa's special tokens, trained here."""
     from tokenizers import ByteLevelBPETokenizer
@@ -40,7 +40,8 @@ def tiny_tokenizer():
                             show_progress=False)
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>",
                                   pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
-    assert [tok.bos_token_id, tok.pad_token_id, tok.eos_token_id, tok.unk_token_id, tok.mask_token_id] == [0, 1, 2, 3, 4]
+    assert ([tok.bos_token_id, tok.pad_token_id, tok.eos_token_id, tok.unk_token_id, tok.mask_token_id]
+            == [0, 1, 2, 3, 4])
     return tok
 
 

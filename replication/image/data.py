@@ -308,7 +308,7 @@ def _load_from_hub(cache_dir, check_sizes, reasons: list) -> Dataset | None:
                 images = np.stack([np.asarray(img, dtype=np.uint8) for img in part["image"]])
                 labels = np.asarray(part["label"], dtype=np.int64)
                 splits[split] = (images, labels)
-        except Exception as exc:  # noqa: BLE001 - any failure (network, cache, format) means "not from the hub"
+        except Exception as exc:  # any failure (network, cache, format) means "not from the hub"
             reasons.append(f"datasets.load_dataset({repo!r}) failed: {type(exc).__name__}: {exc}")
             continue
         return _from_arrays(*splits["train"], *splits["test"], where=f"huggingface:{repo}", check_sizes=check_sizes)

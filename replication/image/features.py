@@ -126,7 +126,7 @@ def _load_cache(path: Path, key: str, n_train: int, n_test: int, k: int):
     try:
         with np.load(path, allow_pickle=False) as npz:
             train, test, meta = npz["train"], npz["test"], json.loads(str(npz["meta"]))
-    except Exception as exc:  # noqa: BLE001 - a damaged cache file is recomputed, never trusted
+    except Exception as exc:  # a damaged cache file is recomputed, never trusted
         warnings.warn(f"ignoring unreadable UMAP cache file {path} ({type(exc).__name__}: {exc}); refitting",
                       RuntimeWarning, stacklevel=3)
         return None

@@ -29,7 +29,8 @@ import numpy as np
 from sabo.protocol import generator_from_state
 from sabo.validation import check_int
 
-__all__ = ["population_losses", "MiniBatchObjective", "accuracy", "predict", "DEFAULT_BATCH_SIZE"]
+__all__ = ["population_losses", "MiniBatchObjective", "accuracy", "predict", "check_data", "mean_cross_entropy",
+           "DEFAULT_BATCH_SIZE"]
 
 DEFAULT_BATCH_SIZE = 2048  # the paper's M
 BATCH_SEED_TAG = 0x4D42  # "MB": keeps the sampler's stream apart from others seeded with the same integer
@@ -38,7 +39,9 @@ BATCH_SEED_TAG = 0x4D42  # "MB": keeps the sampler's stream apart from others se
 MAX_LOGITS = 2**22
 
 
-def _check_data(features, labels, n_classes) -> tuple[np.ndarray, np.ndarray]:
+def check_data(features, labels, n_classes) -> tuple[np.ndarray, np.ndarray]:
+    """(phi, y) validated for :func:`mean_cross_entropy`: C-contiguous finite float64 features (m, d~), m >= 1,
+    and int64 labels (m,) in 0..n_classes-1; a ``ValueError`` naming the problem otherwise."""
     phi = np.asarray(features)
     if phi.ndim != 2 or phi.shape[0] == 0 or phi.shape[1] == 0:
         raise ValueError(f"features must be a non-empty 2-D array (m, d~) (got shape {phi.shape})")
@@ -64,8 +67,11 @@ def _check_population(X, dim: int, name: str = "X") -> np.ndarray:
     return X
 
 
-def _mean_ce(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """Mean cross-entropy of each row of X (n, K d~) on (phi, y); no validation (hot path).
+def mean_cross_entropy(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
+    """Mean cross-entropy of each row of X (n, K d~) on (phi, y), shape (n,); no validation (hot path).
+
+    ``phi`` and ``y`` as :func:`check_data` returns them, X float64 of shape (n, n_classes d~);
+    :func:`population_losses` is the validating entry point.
 
     Layout: the weight rows are ordered class-major (row k n + c = class k of candidate c), so
     the one matrix product gives logits of shape (rows, K, n) whose class reductions run over
@@ -106,9 +112,9 @@ def population_losses(W, features, labels, *, n_classes: int = 10) -> np.ndarray
     optimizer's ``nonfinite`` policy decides what happens to them.
     """
     n_classes = check_int("n_classes", n_classes, minimum=2)
-    phi, y = _check_data(features, labels, n_classes)
+    phi, y = check_data(features, labels, n_classes)
     X = _check_population(W, n_classes * phi.shape[1], "W")
-    return _mean_ce(X, phi, y, n_classes)
+    return mean_cross_entropy(X, phi, y, n_classes)
 
 
 class MiniBatchObjective:
@@ -142,7 +148,7 @@ class MiniBatchObjective:
 
     def __init__(self, features, labels, batch_size: int = DEFAULT_BATCH_SIZE, seed=0, *, n_classes: int = 10):
         self.n_classes = check_int("n_classes", n_classes, minimum=2)
-        self.features, self.labels = _check_data(features, labels, self.n_classes)
+        self.features, self.labels = check_data(features, labels, self.n_classes)
         self.n_examples, self.d_tilde = self.features.shape
         self.dim = self.n_classes * self.d_tilde
         self.batch_size_requested = check_int("batch_size", batch_size, minimum=1)
@@ -171,11 +177,11 @@ class MiniBatchObjective:
         batch = self.sample_batch()
         self.last_batch = batch
         self.n_calls += 1
-        return _mean_ce(X, self.features[batch], self.labels[batch], self.n_classes)
+        return mean_cross_entropy(X, self.features[batch], self.labels[batch], self.n_classes)
 
     def full_loss(self, X) -> np.ndarray:
         """Losses on the whole training set, without drawing a batch (for metrics)."""
-        return _mean_ce(_check_population(X, self.dim), self.features, self.labels, self.n_classes)
+        return mean_cross_entropy(_check_population(X, self.dim), self.features, self.labels, self.n_classes)
 
     def get_state(self) -> dict:
         """The sampler's state and the call counter (a fresh dict of plain data)."""
@@ -210,5 +216,5 @@ def predict(w, features, *, n_classes: int = 10) -> np.ndarray:
 def accuracy(w, features, labels, *, n_classes: int = 10) -> float:
     """Fraction of examples whose label is the predicted class (e.g. clean test accuracy of the mean)."""
     n_classes = check_int("n_classes", n_classes, minimum=2)
-    phi, y = _check_data(features, labels, n_classes)
+    phi, y = check_data(features, labels, n_classes)
     return float(np.mean(predict(w, phi, n_classes=n_classes) == y))

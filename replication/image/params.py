@@ -4,8 +4,23 @@ One field per key; a new key of the section needs a field here (unknown keys are
 """
 from __future__ import annotations
 
-from replication.params import (Fraction, Name, NameList, NonNegInt, PosInt, Popsize, PositiveFloat, Rates, Seeds,
-                                Section, StudySection, Text, methods_field, one_of, references)
+from replication.params import (
+    Fraction,
+    Name,
+    NameList,
+    NonNegInt,
+    Popsize,
+    PosInt,
+    PositiveFloat,
+    Rates,
+    Section,
+    Seeds,
+    StudySection,
+    Text,
+    methods_field,
+    one_of,
+    references,
+)
 
 DATASETS = ("digits_stand_in", "fashion_mnist")   # replication.image.data.DATASETS (not imported: it is heavy)
 Dataset = one_of(*DATASETS)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .objective import DEFAULT_BATCH_SIZE, MiniBatchObjective, _check_data, _mean_ce, predict
+from .objective import DEFAULT_BATCH_SIZE, MiniBatchObjective, check_data, mean_cross_entropy, predict
 
 __all__ = ["ImageProblem"]
 
@@ -37,8 +37,8 @@ class ImageProblem:
                  batch_size: int = DEFAULT_BATCH_SIZE, batch_seed=0, n_classes: int = 10, info=None,
                  val_features=None, val_labels=None):
         self._objective = MiniBatchObjective(train_features, train_labels, batch_size, batch_seed, n_classes=n_classes)
-        self._test_phi, self._test_y = _check_data(test_features, test_labels, n_classes)
-        self._val = None if val_features is None else _check_data(val_features, val_labels, n_classes)
+        self._test_phi, self._test_y = check_data(test_features, test_labels, n_classes)
+        self._val = None if val_features is None else check_data(val_features, val_labels, n_classes)
         if self._test_phi.shape[1] != self._objective.d_tilde:
             raise ValueError(f"test features have {self._test_phi.shape[1]} columns, training features "
                              f"{self._objective.d_tilde}")
@@ -58,7 +58,7 @@ class ImageProblem:
         w = np.asarray(mean, dtype=np.float64)[None, :]
         out = {
             "test_accuracy": float(np.mean(predict(w[0], self._test_phi, n_classes=self.n_classes) == self._test_y)),
-            "test_loss": float(_mean_ce(w, self._test_phi, self._test_y, self.n_classes)[0]),
+            "test_loss": float(mean_cross_entropy(w, self._test_phi, self._test_y, self.n_classes)[0]),
             "train_loss": float(self._objective.full_loss(w)[0]),
         }
         if self._val is not None:  # held out from the (noisy) training data: for model selection
@@ -76,7 +76,7 @@ class ImageProblem:
     def from_dataset(cls, dataset, *, d_tilde: int, noise_rate: float, noise_seed: int, projection_seed: int,
                      umap_seed: int = 0, n_components: int = 8, batch_size: int = DEFAULT_BATCH_SIZE,
                      batch_seed: int = 0, cache_dir=None, embedding=None, validation_fraction: float = 0.0,
-                     split_seed: int = 0) -> "ImageProblem":
+                     split_seed: int = 0) -> ImageProblem:
         """Noise -> UMAP (cached) -> P -> phi; ``embedding`` skips the UMAP step when given.
 
         ``validation_fraction`` > 0 holds out that share of the (noisy) training set, drawn by

@@ -16,10 +16,18 @@ import numpy as np
 import yaml
 
 from replication import figures
-from replication.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, count_line, evaluate, load_claims, render_markdown
+from replication.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    count_line,
+    evaluate,
+    load_claims,
+    render_markdown,
+    write_report,
+)
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
-from replication.storage import atomic_write_bytes, write_json
 
 HERE = Path(__file__).parent
 CLAIMS_FILE = HERE / "claims.yaml"
@@ -96,7 +104,8 @@ def check_best_share(check, ctx):
     columns, wins, _ = _contest(check, ctx)
     if not columns:
         return NOT_RUN, op, "no complete cell"
-    return (REPRODUCED if len(wins) / len(columns) >= need else NOT_REPRODUCED), op, f"best in {len(wins)}/{len(columns)} cells"
+    return ((REPRODUCED if len(wins) / len(columns) >= need else NOT_REPRODUCED), op,
+            f"best in {len(wins)}/{len(columns)} cells")
 
 
 def check_above_at_high_noise(check, ctx):
@@ -192,7 +201,8 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            + ". Selection: best mean validation accuracy over seeds.", ""]
     md += ["## Claims of the paper", "", count_line(verdicts), "",
            render_markdown(verdicts), ""]
-    md += ["## Clean test accuracy (%), selected on validation", "", "![accuracy vs noise](figures/noisy_labels.png)", ""]
+    md += ["## Clean test accuracy (%), selected on validation", "",
+           "![accuracy vs noise](figures/noisy_labels.png)", ""]
     for s in settings:
         md += [f"### d = {10 * p['dims'][s]} (d~ = {p['dims'][s]})", "",
                *_table(selected, paper, s, noise_rates, methods, with_paper=True), ""]
@@ -209,10 +219,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     md += ["", "## Diagnostic only: best configuration chosen on the test set", "",
            "Selecting on the test set overstates every method; shown to bound what selection could give.", ""]
     for s in settings:
-        md += [f"### d = {10 * p['dims'][s]}", "", *_table(on_test, paper, s, noise_rates, methods, with_paper=False), ""]
-    md_path = out_dir / "noisy_labels.md"
-    atomic_write_bytes(md_path, "\n".join(md).encode())
-    claims_path = out_dir / "noisy_labels_claims.json"
-    claim_dicts = [v.to_dict() for v in verdicts]
-    write_json(claims_path, {"profile": profile, "dataset": names, "claims": claim_dicts})
-    return {"files": [fig_path, md_path, claims_path], "claims": claim_dicts}
+        md += [f"### d = {10 * p['dims'][s]}", "",
+               *_table(on_test, paper, s, noise_rates, methods, with_paper=False), ""]
+    return write_report(out_dir, "noisy_labels", md, verdicts, {"profile": profile, "dataset": names},
+                        files=[fig_path])

@@ -44,28 +44,26 @@ def dataset_spec(p: dict) -> dict:
     return {"name": name}
 
 
-def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
-    """Every run of the active profile: dims x noise rates x methods x hyperparameter grid x seeds."""
+def configs(params: dict) -> list[RunConfig]:
+    """Every run of the active profile: dims x noise rates x methods x hyperparameter grid x seeds.
+
+    The problem's ``name`` is the data set's (``digits_stand_in`` or ``fashion_mnist``): what
+    ``--function`` selects.
+    """
     p = params[STUDY]
     _, prof = active_profile(params, STUDY)
     data = dataset_spec(p)
-    if functions is not None and data["name"] not in functions:
-        return []
     out = []
     for setting, d_tilde in p["dims"].items():
-        if (settings is not None and setting not in settings) or setting not in prof.get("dims", p["dims"]):
+        if setting not in prof.get("dims", p["dims"]):
             continue
         for rate in prof.get("noise_rates", p["noise_rates"]):
             problem = {**data, "d_tilde": int(d_tilde), "noise_rate": float(rate),
                        "batch_size": int(p["batch_size"][data["name"]]),
                        "validation_fraction": float(p["validation_fraction"]), "umap": dict(p["umap"])}
             for method, grid in p["methods"].items():
-                if methods is not None and method not in methods:
-                    continue
                 for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
                     for seed in prof["seeds"]:
-                        if seeds is not None and seed not in seeds:
-                            continue
                         out.append(RunConfig(study=STUDY, setting=setting, problem=problem, method=method,
                                              params=opt_params, seed=int(seed),
                                              budget={"max_iter": int(prof["iterations"])},
@@ -111,13 +109,15 @@ def make_problem(config: RunConfig):
 
 
 def cost(config: RunConfig) -> float:
+    """Relative cost: the optimizer's declared per-iteration work (:mod:`replication.costs`) plus
+    one mini-batch of logits per evaluation (batch size x d / 10 multiply-adds: d = 10 d~ weights)."""
+    from replication.costs import run_cost
+
     d = 10 * config.problem["d_tilde"]
-    n, T = config.params["popsize"], config.budget["max_iter"]
-    per_iter = n * d * (d / 25.0 if config.method == "cmaes" else 1.0) + n * config.problem["batch_size"] * d / 10
-    return T * per_iter * (2.0 if config.method == "sabo" else 1.0)
+    return run_cost(config, dim=d, eval_cost=config.problem["batch_size"] * d / 10)
 
 
-def report(params: dict, records: list[dict], out_dir, tracker=None) -> dict:
+def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
     from .report import report as _report
 
     return _report(params, records, out_dir, tracker=tracker)

@@ -150,7 +150,7 @@ def load_task_split(task, split: str, *, cache_dir=None):
     try:
         return datasets.load_dataset(*args, split=split,
                                      cache_dir=None if cache_dir is None else os.fspath(cache_dir))
-    except Exception as exc:  # noqa: BLE001 -- narrowed by _is_unavailable_error, re-raised otherwise
+    except Exception as exc:  # narrowed by _is_unavailable_error, re-raised otherwise
         if _is_unavailable_error(exc):
             raise TaskDataUnavailable(_missing_message(
                 task, split, f"not downloadable and not cached ({type(exc).__name__}: {exc})")) from exc

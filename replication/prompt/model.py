@@ -16,12 +16,10 @@ import torch
 
 from replication.errors import ResourceUnavailable
 
+from .options import ATTENTIONS
+
 __all__ = ["BackboneUnavailable", "load_backbone", "random_backbone", "roberta_large_config", "set_attention",
            "compile_encoder", "ATTENTIONS"]
-
-# attention implementations the study offers: PyTorch scaled_dot_product_attention (transformers'
-# default for RoBERTa; flash / memory-efficient kernels on CUDA) and the plain matmul-softmax one
-ATTENTIONS = ("sdpa", "eager")
 
 
 class BackboneUnavailable(ResourceUnavailable, RuntimeError):

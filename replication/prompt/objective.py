@@ -65,9 +65,9 @@ DEFAULT_CHUNK_TOKENS = {"cuda": 65536, "cpu": 8192}
 # take in the next length; 4096 keeps a single example of a population of 100 in a bucket of its
 # own and puts one candidate's whole few-shot training set into a single forward.
 DEFAULT_BUCKET_TOKENS = 4096
-# Default example block (layout with bucketing=False): rows are grouped by blocks of this many length-sorted examples, so a
-# chunk pads only to the longest example of its blocks (Yelp-like lengths: ~95% real tokens
-# instead of ~78% when every row is padded to the longest of 32 examples).
+# Default example block (layout with bucketing=False): rows are grouped by blocks of this many
+# length-sorted examples, so a chunk pads only to the longest example of its blocks (Yelp-like
+# lengths: ~95% real tokens instead of ~78% when every row is padded to the longest of 32 examples).
 DEFAULT_EXAMPLE_BLOCK = 8
 
 
@@ -169,7 +169,8 @@ def encode_ids(sequences, labels, *, mask_token_id: int, n_prompt_tokens: int = 
         if pos.size != 1:
             raise ValueError(f"input {j} has {pos.size} mask tokens; exactly one is required")
         if pos[0] <= n_prompt_tokens:
-            raise ValueError(f"input {j}: the mask is at position {pos[0]}, inside the prompt slots 1..{n_prompt_tokens}")
+            raise ValueError(f"input {j}: the mask is at position {pos[0]}, "
+                             f"inside the prompt slots 1..{n_prompt_tokens}")
         if seq.size > max_length:
             dropped.append(j)
             continue

@@ -11,13 +11,25 @@ from typing import Annotated
 from annotated_types import Ge
 from pydantic import StrictBool
 
-from replication.params import (Name, NameList, NonNegInt, PosInt, Popsize, PositiveFloat, Seeds, Section,
-                                StudySection, Text, methods_field, one_of, references, rule)
+from replication.params import (
+    Name,
+    NameList,
+    NonNegInt,
+    Popsize,
+    PosInt,
+    PositiveFloat,
+    Section,
+    Seeds,
+    StudySection,
+    Text,
+    methods_field,
+    one_of,
+    references,
+    rule,
+)
 
-ZERO_SHOT = "zero_shot"        # replication.prompt.study.ZERO_SHOT: the zero-shot runs' setting and method
-SELECTIONS = ("best_dev", "final")
-WEIGHTS = ("fp32", "bf16")
-ATTENTIONS = ("sdpa", "eager")
+from .options import ATTENTIONS, SELECTIONS, WEIGHTS
+from .tasks import ZERO_SHOT
 
 Iterations = Annotated[int, Ge(0), rule("must be an integer >= 0")]
 Flag = Annotated[StrictBool, rule("must be true or false")]

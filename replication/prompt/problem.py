@@ -115,7 +115,7 @@ class PromptProblem:
     @classmethod
     def build(cls, model, tokenizer, task, encoded: dict, *, dim: int | None, projection_seed: int = 0,
               max_length: int = 512, sigma_e: float | None = None, autocast: bool | None = None,
-              bucketing: bool = True, info=None) -> "PromptProblem":
+              bucketing: bool = True, info=None) -> PromptProblem:
         """The problem of a task from its encoded splits (:func:`encode_task`).
 
         ``dim`` None builds the zero-shot problem (the splits must be encoded without prompt

@@ -18,13 +18,20 @@ import yaml
 
 import baselines
 from replication import figures
-from replication.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, count_line, evaluate, load_claims, render_markdown
+from replication.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    count_line,
+    evaluate,
+    load_claims,
+    render_markdown,
+    write_report,
+)
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
-from replication.storage import atomic_write_bytes, write_json
 
-from .tasks import TASKS
-from .study import ZERO_SHOT
+from .tasks import TASKS, ZERO_SHOT
 
 HERE = Path(__file__).parent
 CLAIMS_FILE = HERE / "claims.yaml"
@@ -99,7 +106,8 @@ def check_best_everywhere(check, ctx: Context):
     cells = ctx.cells([m, *against])
     if not cells:
         return NOT_RUN, op, "no (task, d) cell has results for all of these methods"
-    losses = [f"{TASKS[t].display_name} {s} (best: {figures.method_label(max(against, key=lambda b: ctx.mean(t, s, b)))})"
+    losses = [f"{TASKS[t].display_name} {s} "
+              f"(best: {figures.method_label(max(against, key=lambda b: ctx.mean(t, s, b)))})"
               for t, s in cells if not all(ctx.mean(t, s, m) > ctx.mean(t, s, b) for b in against)]
     meas = f"above in {len(cells) - len(losses)}/{len(cells)} cells with results (the paper: 18)"
     if losses:
@@ -274,10 +282,4 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
                "", f"## The other rule: test metric of the `{other}` prompt (%)", "",
                *_cell_table(selected_other, tasks, settings, methods, lambda c: f"{c['mean']:.2f} ± {c['std']:.2f}"),
                ""]
-    md_path = out_dir / "prompt_tuning.md"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(md_path, "\n".join(md).encode())
-    claims_path = out_dir / "prompt_tuning_claims.json"
-    claim_dicts = [v.to_dict() for v in verdicts]
-    write_json(claims_path, {"profile": profile, "selection": rule, "claims": claim_dicts})
-    return {"files": [md_path, claims_path], "claims": claim_dicts}
+    return write_report(out_dir, "prompt_tuning", md, verdicts, {"profile": profile, "selection": rule})

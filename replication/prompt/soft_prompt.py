@@ -91,7 +91,7 @@ class PromptProjection:
 
     @classmethod
     def from_model(cls, model, dim: int, *, n_tokens: int = N_PROMPT_TOKENS, seed: int = 0, device=None,
-                   sigma_e: float | None = None) -> "PromptProjection":
+                   sigma_e: float | None = None) -> PromptProjection:
         """A with entries N(0, (sigma_e / sqrt(dim))^2), sigma_e from the model's word embeddings.
 
         ``device`` defaults to the model's device. ``sigma_e`` may be given to skip computing it.
@@ -148,7 +148,7 @@ class PromptInjector:
         self._row_index: torch.Tensor | None = None
 
     # -- installation -------------------------------------------------------------------------
-    def install(self) -> "PromptInjector":
+    def install(self) -> PromptInjector:
         if self._handle is None:
             self._handle = self.module.register_forward_hook(self)
         return self
@@ -158,7 +158,7 @@ class PromptInjector:
             self._handle.remove()
             self._handle = None
 
-    def __enter__(self) -> "PromptInjector":
+    def __enter__(self) -> PromptInjector:
         return self.install()
 
     def __exit__(self, *exc) -> None:

@@ -39,13 +39,12 @@ from replication.config import RunConfig, content_hash, method_params
 from replication.errors import ResourceUnavailable
 from replication.studies import active_profile
 
+from .options import ATTENTIONS, SELECTIONS, WEIGHTS
+from .tasks import ZERO_SHOT
+
 STUDY = "prompt"
-ZERO_SHOT = "zero_shot"
 DATA_ENV = "SABO_BENCH_PROMPT_DATA"
 DEFAULT_DATA_DIR = "data/prompt"
-SELECTIONS = ("best_dev", "final")
-WEIGHTS = ("fp32", "bf16")
-ATTENTIONS = ("sdpa", "eager")
 
 
 def data_dir() -> Path:
@@ -80,10 +79,11 @@ def _problem(p: dict, task: str, dim: int) -> dict:
             "placeholder_offset": int(p["placeholder_offset"])}
 
 
-def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
+def configs(params: dict) -> list[RunConfig]:
     """Every run of the active profile: tasks x dims x methods x grid x seeds, plus one zero-shot run per task.
 
-    ``functions`` narrows the tasks; the zero-shot runs have setting and method ``zero_shot``.
+    The problem's ``name`` is the task (what ``--function`` selects); the zero-shot runs have
+    setting and method ``zero_shot`` and the profile's first seed.
     """
     p = params[STUDY]
     _, prof = _profile(params)
@@ -91,24 +91,17 @@ def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=
     wanted_methods = prof.get("methods", list(p["methods"]))
     out = []
     for task in prof["tasks"]:
-        if functions is not None and task not in functions:
-            continue
-        if prof["seeds"] and (settings is None or ZERO_SHOT in settings) and (methods is None or ZERO_SHOT in methods):
+        if prof["seeds"]:
             seed = int(prof["seeds"][0])  # the test set does not depend on the seed: one evaluation
-            if seeds is None or seed in seeds:
-                out.append(RunConfig(study=STUDY, setting=ZERO_SHOT, problem=_problem(p, task, 0), method=ZERO_SHOT,
-                                     params={}, seed=seed, budget={"max_iter": 0}, code_version=sabo.__version__))
+            out.append(RunConfig(study=STUDY, setting=ZERO_SHOT, problem=_problem(p, task, 0), method=ZERO_SHOT,
+                                 params={}, seed=seed, budget={"max_iter": 0}, code_version=sabo.__version__))
         for setting, dim in p["dims"].items():
-            if setting not in prof.get("dims", list(p["dims"])) or (settings is not None and setting not in settings):
+            if setting not in prof.get("dims", list(p["dims"])):
                 continue
             for method in wanted_methods:
-                if methods is not None and method not in methods:
-                    continue
                 grid = p["methods"][method]
                 for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
                     for seed in prof["seeds"]:
-                        if seeds is not None and seed not in seeds:
-                            continue
                         out.append(RunConfig(study=STUDY, setting=setting, problem=_problem(p, task, dim),
                                              method=method, params=opt_params, seed=int(seed), budget=budget,
                                              code_version=sabo.__version__))
@@ -141,8 +134,9 @@ def task_dir(task: str, seed: int) -> Path:
 
 def load_rows(task: str, seed: int, k: int) -> dict:
     """The prepared train/dev/test rows of ``task`` and ``seed``; a clear error when they are missing."""
-    from .data import MANIFEST_NAME, SPLIT_NAMES, TaskDataUnavailable, read_split
     from replication.storage import read_json
+
+    from .data import MANIFEST_NAME, SPLIT_NAMES, TaskDataUnavailable, read_split
 
     d = task_dir(task, seed)
     manifest = d / MANIFEST_NAME
@@ -228,12 +222,19 @@ def prepare(params: dict) -> list[str]:
 
 
 def cost(config: RunConfig) -> float:
-    """Relative cost: forward passes over N x (few-shot train size) sequences per ask."""
+    """Relative cost: one forward pass over the few-shot training set (k x classes sequences) per
+    evaluation, plus the optimizer's declared work (:mod:`replication.costs`; negligible here).
+
+    The zero-shot run (``max_iter = 0``, method ``zero_shot``: no optimizer) is one evaluation.
+    A forward pass of one sequence is counted as 1e10 coordinate operations (RoBERTa-large:
+    2 x 355M parameters x ~80 tokens ~ 6e10 FLOPs), the unit of the optimizer's hint.
+    """
+    from replication.costs import run_cost
+
     from .tasks import get_task
 
-    n_classes = get_task(config.problem["name"]).n_classes  # few-shot train size = k x classes
-    rounds = 2.0 if config.params.get("optimizer", config.method) == "sabo" else 1.0
-    return max(1, config.budget["max_iter"]) * config.params.get("popsize", 1) * n_classes * rounds
+    sequences = config.problem["k_shot"] * get_task(config.problem["name"]).n_classes
+    return run_cost(config, dim=config.problem["dim"], eval_cost=1e10 * sequences)
 
 
 def gpus(config: RunConfig) -> int:
@@ -245,7 +246,7 @@ def gpus(config: RunConfig) -> int:
     return 1 if str(config.problem.get("device", "cpu")).startswith("cuda") else 0
 
 
-def report(params: dict, records: list[dict], out_dir, tracker=None) -> dict:
+def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
     from .report import report as _report
 
     return _report(params, records, out_dir, tracker=tracker)

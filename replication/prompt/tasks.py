@@ -7,13 +7,13 @@ RTE and SNLI. Each task is a cloze template with one ``<mask>``; the model's mas
 prediction. Templates, label words, splits and metrics are BBT's (``dataloader.py`` / ``bbt.py``
 of the BBT code), as summarised in ``shared/notes/references.md``:
 
-    | task    | HF dataset            | test split  | template                                 | label words                  |
-    | SST-2   | glue / sst2           | validation  | {P} . {sentence} . It was <mask> .       | bad, great                   |
-    | Yelp P. | yelp_polarity         | test        | {P} . {text} . It was <mask> .           | bad, great                   |
-    | AG News | ag_news               | test        | {P} . <mask> News: {text}                | World, Sports, Business, Tech|
-    | MRPC    | glue / mrpc           | validation  | {P} . {sentence1} ? <mask> , {sentence2} | No, Yes                      |
-    | RTE     | glue / rte            | validation  | {P} . {sentence1} ? <mask> , {sentence2} | Yes, No                      |
-    | SNLI    | snli                  | test        | {P} . {premise} ? <mask> , {hypothesis}  | Yes, Maybe, No               |
+    | task    | HF dataset    | test split  | template                                 | label words                  |
+    | SST-2   | glue / sst2   | validation  | {P} . {sentence} . It was <mask> .       | bad, great                   |
+    | Yelp P. | yelp_polarity | test        | {P} . {text} . It was <mask> .           | bad, great                   |
+    | AG News | ag_news       | test        | {P} . <mask> News: {text}                | World, Sports, Business, Tech|
+    | MRPC    | glue / mrpc   | validation  | {P} . {sentence1} ? <mask> , {sentence2} | No, Yes                      |
+    | RTE     | glue / rte    | validation  | {P} . {sentence1} ? <mask> , {sentence2} | Yes, No                      |
+    | SNLI    | snli          | test        | {P} . {premise} ? <mask> , {hypothesis}  | Yes, Maybe, No               |
 
 ``{P}`` marks the 50 prompt placeholder slots and ``<mask>`` the mask token, exactly as
 :func:`replication.prompt.objective.encode_template` expects; every other ``{field}`` is a text
@@ -33,10 +33,11 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-__all__ = ["Task", "TASKS", "TASK_NAMES", "get_task", "PROMPT_MARKER", "MASK_TOKEN"]
+__all__ = ["Task", "TASKS", "TASK_NAMES", "get_task", "PROMPT_MARKER", "MASK_TOKEN", "ZERO_SHOT"]
 
 PROMPT_MARKER = "{P}"  # same marker as replication.prompt.objective.PROMPT_MARKER
 MASK_TOKEN = "<mask>"  # RoBERTa's mask token, written literally in the templates
+ZERO_SHOT = "zero_shot"  # the setting and method of the zero-shot runs (one per task, no prompt)
 
 
 @dataclass(frozen=True)

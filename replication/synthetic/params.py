@@ -8,8 +8,20 @@ from typing import Annotated
 
 from pydantic import FiniteFloat, model_validator
 
-from replication.params import (Name, NameList, PosInt, Popsize, PositiveFloat, Seeds, Section, StudySection, at,
-                                methods_field, references, rule)
+from replication.params import (
+    Name,
+    NameList,
+    Popsize,
+    PosInt,
+    PositiveFloat,
+    Section,
+    Seeds,
+    StudySection,
+    at,
+    methods_field,
+    references,
+    rule,
+)
 
 Number = Annotated[FiniteFloat, rule("must be a finite number")]
 
@@ -47,7 +59,7 @@ class SyntheticParams(StudySection):
     methods: methods_field(lists=False)
 
     def checks(self):
-        from replication.problems.synthetic import FUNCTIONS
+        from replication.synthetic.functions import FUNCTIONS
 
         yield from references(("functions",), self.functions, list(FUNCTIONS), "a synthetic function")
         if "full" not in self.profiles:

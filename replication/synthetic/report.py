@@ -9,10 +9,18 @@ from pathlib import Path
 import numpy as np
 
 from replication import figures
-from replication.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, count_line, evaluate, load_claims, render_markdown
+from replication.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    count_line,
+    evaluate,
+    load_claims,
+    render_markdown,
+    write_report,
+)
 from replication.config import RunConfig
 from replication.engine import provenance_summary
-from replication.storage import atomic_write_bytes, write_json
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 FUNCTION_LABELS = {"ellipsoid": "Ellipsoid", "l12_ellipsoid": "l_1/2-Ellipsoid",
@@ -149,7 +157,8 @@ def check_fails(check, ctx):
 
 def check_diverges(check, ctx):
     groups = ctx.select(check, check["methods"])
-    op = f"{', '.join(check['methods'])}: median final error above the initial error, or most seeds overflow ({_scope(check)})"
+    op = (f"{', '.join(check['methods'])}: median final error above the initial error, or most seeds overflow "
+          f"({_scope(check)})")
     if not groups:
         return NOT_RUN, op, "no runs"
     ok = [g for g in groups if g.diverged()]
@@ -173,7 +182,8 @@ def check_iteration_ratio(check, ctx):
     a, b, lo, hi = check["a"], check["b"], check["low"], check["high"]
     need = check.get("min_fraction", 1.0)
     op = (f"iterations of {a} / iterations of {b} to the same error reduction (half the smaller of the two "
-          f"median reductions) in [{lo:g}, {hi:g}] in >= {need:.0%} of cases where both gain >= 1 decade ({_scope(check)})")
+          f"median reductions) in [{lo:g}, {hi:g}] in >= {need:.0%} of cases where both gain >= 1 decade "
+          f"({_scope(check)})")
     ratios = []
     for s, f in ctx.cases(check):
         ga, gb = ctx.groups.get((s, f, a)), ctx.groups.get((s, f, b))
@@ -335,7 +345,8 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
                f"![{setting}](figures/synthetic_{setting}.png)", "",
                "Lines: geometric mean over seeds; bands: min-max over seeds. The error axis is cut at "
                f"{CLIP_ABOVE:g} E_0 (diverging curves leave the top of the panel).", "",
-               f"Against function evaluations: [figures/synthetic_{setting}_evals.png](figures/synthetic_{setting}_evals.png)",
+               f"Against function evaluations: "
+               f"[figures/synthetic_{setting}_evals.png](figures/synthetic_{setting}_evals.png)",
                "", error_table(groups, setting, functions, methods), ""]
     md += ["## SABO covariance safeguard", "",
            "Iterations (of T) in which the perturbation's precision ratio was clamped (median over seeds):", "",
@@ -363,10 +374,4 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            "- rho = 100/sqrt(T+1) read with T the run's horizon (Theorem 1), constant within a run.",
            "- Fitness shaping for INGO and SABO (z-score), the covariance safeguard, and the convergence criterion "
            "used by the claim checks (above).", ""]
-    md_path = out_dir / "synthetic.md"
-    atomic_write_bytes(md_path, "\n".join(md).encode())
-    claims_path = out_dir / "synthetic_claims.json"
-    claim_dicts = [v.to_dict() for v in verdicts]
-    write_json(claims_path, {"profile": profile, "claims": claim_dicts})
-    files += [md_path, claims_path]
-    return {"files": files, "claims": claim_dicts}
+    return write_report(out_dir, "synthetic", md, verdicts, {"profile": profile}, files=files)

@@ -1,7 +1,7 @@
 """The synthetic study: configs from ``params.yaml``, problem instances, and cost estimates.
 
 Paper setting (Section 5.1 and appendix "Synthetic Problems"): the four functions of
-``replication.problems.synthetic``; d in {200, 500, 1000} with N = 50 and d = 200 with
+``replication.synthetic.functions``; d in {200, 500, 1000} with N = 50 and d = 200 with
 N in {10, 100}; mu0 ~ U[0, 1]^d, Sigma0 = I; beta = 0.1 for INGO, BES and SABO;
 rho = 100/sqrt(T + 1) for SABO; BES spacing c = 1; MMES defaults; 3 seeds; error
 E = ||mu - x*||_2. The paper does not state T: it is set per setting and profile in
@@ -16,7 +16,8 @@ import numpy as np
 import sabo
 from replication.config import RunConfig
 from replication.studies import active_profile
-from replication.problems.synthetic import FUNCTIONS
+
+from .functions import FUNCTIONS
 
 STUDY = "synthetic"
 
@@ -50,37 +51,29 @@ def _substitute_horizon(value, T: int):
     return T if value == "T" else value
 
 
-def configs(params: dict, *, settings=None, methods=None, seeds=None, functions=None) -> list[RunConfig]:
-    """All runs of the active profile, optionally narrowed to some settings/methods/seeds/functions."""
+def configs(params: dict) -> list[RunConfig]:
+    """Every run of the active profile: settings x functions x methods x seeds (narrowed by ``studies.select``)."""
     p = params[STUDY]
     _, prof = active_profile(params, STUDY)
     horizons = p["profiles"]["full"]["iterations"]
     out = []
     for setting, T in prof["iterations"].items():
-        if settings is not None and setting not in settings:
-            continue
         if setting not in p["settings"]:
             raise ValueError(f"{STUDY}: profile names setting {setting!r}, which is not under {STUDY}.settings")
         shape = p["settings"][setting]
         for function in p["functions"]:
-            if functions is not None and function not in functions:
-                continue
             problem = {"name": function, "dim": int(shape["dim"]), "mu0": dict(p["mu0"])}
             for method, mparams in p["methods"].items():
-                if methods is not None and method not in methods:
-                    continue
                 opt_params = {"sigma0": p["sigma0"], "popsize": int(shape["popsize"]),
                               **_substitute_horizon(mparams, int(horizons[setting]))}
                 for seed in prof["seeds"]:
-                    if seeds is not None and seed not in seeds:
-                        continue
                     out.append(RunConfig(study=STUDY, setting=setting, problem=problem, method=method,
                                          params=opt_params, seed=int(seed), budget={"max_iter": int(T)},
                                          code_version=sabo.__version__))
     return out
 
 
-def report(params: dict, records: list[dict], out_dir, tracker=None) -> dict:
+def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
     from .report import report as _report
 
     return _report(params, records, out_dir, tracker=tracker)
@@ -92,7 +85,10 @@ def make_problem(config: RunConfig) -> SyntheticProblem:
 
 
 def cost(config: RunConfig) -> float:
-    """Relative cost: pycma's per-iteration work grows like N d^2, the others' like N d."""
-    d, n, T = config.problem["dim"], config.params["popsize"], config.budget["max_iter"]
-    per_iter = n * d * (d / 25.0 if config.method == "cmaes" else 1.0)
-    return T * per_iter * (2.0 if config.method == "sabo" else 1.0)
+    """Relative cost: the optimizer's declared per-iteration work (N d for the diagonal methods,
+    N d^2 for pycma, twice for SABO's two rounds; :mod:`replication.costs`). An evaluation of
+    a test function is O(d), already the order of the optimizer's work per sample, so it adds
+    nothing to the ordering."""
+    from replication.costs import run_cost
+
+    return run_cost(config, dim=config.problem["dim"])

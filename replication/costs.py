@@ -1,0 +1,43 @@
+"""Relative run costs (the executors start the longest runs first), from the optimizers' own hints.
+
+A study's ``cost(config)`` states what one objective evaluation costs in its problem; the
+optimizer's part comes from the optimizer's class (``rounds_per_iteration`` and
+``cost_per_iteration``, declared on :class:`sabo.protocol.AskTellOptimizer`), found through
+:data:`baselines.REGISTRY` under the name the run engine builds it by. So no study compares
+method names, a method that runs a registered optimizer under another label
+(``sabo_small_rho: {optimizer: sabo, ...}``) costs what that optimizer costs, and a newly
+registered optimizer is costed without touching any study.
+"""
+from __future__ import annotations
+
+import baselines
+
+from .config import RunConfig
+
+
+def optimizer_class(config: RunConfig) -> type:
+    """The class of the optimizer ``config`` runs: ``params["optimizer"]`` if given, else the method name.
+
+    The same rule as the run engine's (:func:`replication.engine.execute`).
+    """
+    name = config.params.get("optimizer", config.method)
+    if name not in baselines.REGISTRY:
+        raise ValueError(f"{config.label}: method {config.method!r} runs optimizer {name!r}, which is not registered "
+                         f"(registered: {sorted(baselines.REGISTRY)}; see baselines.register)")
+    return baselines.REGISTRY[name]
+
+
+def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
+    """T iterations of (the optimizer's own work + its evaluations x ``eval_cost``), in the units of
+    :meth:`~sabo.protocol.AskTellOptimizer.cost_per_iteration` (one coordinate of one sample).
+
+    A run with ``max_iter = 0`` has no optimizer (the engine evaluates ``x0`` once, e.g. the
+    prompt study's zero-shot row, whose method is not an optimizer): it costs one evaluation.
+    """
+    iterations = int(config.budget["max_iter"])
+    if iterations == 0:
+        return float(eval_cost)
+    cls = optimizer_class(config)
+    popsize = int(config.params["popsize"])
+    evaluations = cls.rounds_per_iteration * popsize
+    return iterations * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

@@ -1,1 +1,0 @@
-"""Objective functions of the replication studies."""

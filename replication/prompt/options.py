@@ -1,0 +1,8 @@
+"""The prompt study's execution choices as plain data (no torch, no pydantic: the schema, the
+study and the model loader all import them from here)."""
+
+SELECTIONS = ("best_dev", "final")   # prompt.selection: which prompt's test score the tables report
+WEIGHTS = ("fp32", "bf16")           # prompt.weights: fp32 (+ bf16 autocast on CUDA) or all bf16
+# prompt.attention: PyTorch scaled_dot_product_attention (transformers' default for RoBERTa; flash /
+# memory-efficient kernels on CUDA) or the plain matmul-softmax implementation
+ATTENTIONS = ("sdpa", "eager")

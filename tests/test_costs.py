@@ -1,0 +1,47 @@
+"""Study costs come from the optimizer a run uses (its class's declared hints), never from its label."""
+from dataclasses import replace
+
+import pytest
+from helpers import small_config
+
+import sabo
+from baselines.cmaes import CMAES
+from replication.config import RunConfig
+from replication.costs import optimizer_class, run_cost
+from replication.synthetic import study as synthetic
+
+
+def test_synthetic_costs_are_the_declared_hints():
+    ingo, sabo_cfg, cmaes = (small_config(m, dim=200, popsize=50, T=3000) for m in ("ingo", "sabo", "cmaes"))
+    assert synthetic.cost(ingo) == 3000 * 50 * 200
+    assert synthetic.cost(sabo_cfg) == 2 * synthetic.cost(ingo)  # SABO's two rounds per iteration
+    assert synthetic.cost(cmaes) == 3000 * 50 * 200**2 / 25 == 3000 * CMAES.cost_per_iteration(200, 50)
+
+
+def test_a_method_label_is_costed_as_the_optimizer_it_runs():
+    cfg = small_config("sabo")
+    relabelled = replace(cfg, method="sabo_variant", params={**cfg.params, "optimizer": "sabo"})
+    assert optimizer_class(relabelled) is sabo.SABO
+    assert (run_cost(relabelled, dim=20, eval_cost=3.0) == run_cost(cfg, dim=20, eval_cost=3.0)
+            == 150 * (2 * 10 * 20 + 2 * 10 * 3.0))
+
+
+def test_an_unregistered_optimizer_is_named():
+    cfg = replace(small_config("sabo"), method="sabo_variant", params={"optimizer": "nelder_mead", "popsize": 10})
+    with pytest.raises(ValueError,
+                       match=r"method 'sabo_variant' runs optimizer 'nelder_mead', which is not registered"):
+        run_cost(cfg, dim=20)
+
+
+def test_a_run_without_optimizer_costs_one_evaluation():
+    """The prompt study's zero-shot row: method ``zero_shot`` is no optimizer; max_iter = 0 evaluates x0 once."""
+    zero_shot = RunConfig(study="prompt", setting="zero_shot", problem={"name": "sst2", "dim": 0, "k_shot": 16},
+                          method="zero_shot", params={}, seed=0, budget={"max_iter": 0})
+    assert run_cost(zero_shot, dim=0, eval_cost=7.0) == 7.0
+    from replication.prompt import study as prompt
+
+    sst2 = {"name": "sst2", "dim": 200, "k_shot": 16}
+    tuned = RunConfig(study="prompt", setting="d200", problem=sst2, method="ingo",
+                      params={"sigma0": 1.0, "popsize": 20, "lr": 0.1}, seed=0, budget={"max_iter": 100})
+    assert prompt.cost(zero_shot) == 1e10 * 16 * 2  # one forward pass over 16 x 2 classes sequences
+    assert prompt.cost(tuned) == pytest.approx(100 * 20 * prompt.cost(zero_shot), rel=1e-6)

@@ -1,0 +1,164 @@
+"""Adding an optimizer is one class and one registration.
+
+A random search defined here, at test time, and registered the public way (the class attribute
+``name``, then ``baselines.register``) passes the registry-wide conformance checks of
+tests/test_protocol.py (the same functions, not copies), runs and resumes a synthetic-study run
+through the engine, is costed by the study and previewed by the demo; the registries are copies
+restored by monkeypatch, so other tests never see it. The README's example runs here too.
+"""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import deterministic_part, small_config
+from test_protocol import (
+    CHECKS,
+    check_evals_per_iteration_matches_the_asks,
+    check_global_random_states_untouched,
+    check_same_seed_same_run,
+)
+
+import baselines
+import sabo.protocol
+from replication import demo
+from replication.engine import checkpoint_path, execute
+from replication.synthetic import study as synthetic
+from sabo.protocol import AskTellOptimizer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def registries(monkeypatch):
+    """Copies of both registries for the duration of a test (monkeypatch puts the originals back)."""
+    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
+    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+
+
+def define_random_search(registry_name="toy_random_search", *, global_rng=False, rounds=1):
+    """A complete optimizer: Gaussian samples around the best point so far.
+
+    ``global_rng`` and ``rounds`` break it on purpose (draws from NumPy's global generator; claims
+    more ask/tell rounds per iteration than it takes) for the negative controls.
+    """
+    class RandomSearch(AskTellOptimizer):
+        name = registry_name
+        rounds_per_iteration = rounds
+
+        def __init__(self, x0, sigma0=1.0, popsize=10, seed=None, *, nonfinite="raise"):
+            super().__init__(x0, sigma0=sigma0, popsize=popsize, seed=seed, nonfinite=nonfinite)
+
+        @property
+        def mean(self):
+            return self.x_best
+
+        def _ask(self):
+            draw = np.random.standard_normal if global_rng else self._rng.standard_normal
+            return self._x_best + self._sigma0 * draw((self._popsize, self._dim))
+
+        def _tell(self, values):
+            self._nit += 1  # the base class keeps x_best, f_best and nfev
+
+    return RandomSearch
+
+
+@pytest.fixture
+def random_search(registries):
+    return baselines.register(define_random_search())
+
+
+def test_registration_is_explicit_and_checked(registries):
+    cls = define_random_search()
+    assert sabo.protocol.OPTIMIZERS["toy_random_search"] is cls  # the name alone makes its states restorable
+    with pytest.raises(ValueError, match="unknown optimizer 'toy_random_search'"):
+        baselines.make("toy_random_search", x0=np.ones(3))  # but studies see registered methods only
+    assert baselines.register(cls) is cls and baselines.REGISTRY["toy_random_search"] is cls
+    assert baselines.register(cls) is cls  # registering again changes nothing
+    assert isinstance(baselines.make("toy_random_search", x0=np.ones(3), seed=0), cls)
+
+    with pytest.raises(ValueError, match="'toy_random_search' .* already registered"):
+        define_random_search()
+    with pytest.raises(ValueError, match="declares no registry name of its own"):
+        baselines.register(type("Unnamed", (cls,), {}))
+    with pytest.raises(TypeError, match="subclass of sabo.protocol.AskTellOptimizer"):
+        baselines.register(object)
+
+    class NoSeed(AskTellOptimizer):
+        name = "no_seed"
+
+        def __init__(self, x0, sigma0=1.0, popsize=4):
+            super().__init__(x0, sigma0=sigma0, popsize=popsize, seed=0)
+
+    with pytest.raises(ValueError, match=r"constructor must take .*missing \['seed'\]"):
+        baselines.register(NoSeed)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+def test_a_registered_optimizer_passes_the_conformance_checks(random_search, check):
+    check("toy_random_search")
+
+
+def test_the_checks_catch_a_broken_optimizer(registries):
+    baselines.register(define_random_search("global_draws", global_rng=True))
+    with pytest.raises(AssertionError, match="NumPy's global random state changed"):
+        check_global_random_states_untouched("global_draws")
+    with pytest.raises(AssertionError):
+        check_same_seed_same_run("global_draws")
+    baselines.register(define_random_search("two_rounds_claimed", rounds=2))
+    with pytest.raises(AssertionError, match="one iteration took 1 asks; the class declares rounds_per_iteration = 2"):
+        check_evals_per_iteration_matches_the_asks("two_rounds_claimed")
+
+
+def test_a_registered_optimizer_runs_and_resumes_in_the_synthetic_study(random_search, tmp_path):
+    cfg = small_config("toy_random_search", dim=8, popsize=10, T=60)
+    assert cfg.params == {"sigma0": 1.0, "popsize": 10}  # a method the study does not know runs with its defaults
+    assert synthetic.cost(cfg) == 60 * random_search.cost_per_iteration(8, 10) == 60 * 10 * 8
+
+    record = execute(cfg, tmp_path / "straight")
+    result = record["result"]
+    assert result["status"] == "completed" and result["evals_per_iteration"] == 10
+    assert result["curve"]["nfev"][-1] == 600 and result["final"]["f_mean"] < result["curve"]["f_mean"][0]
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_30(nit, _):  # called before the checkpoint of iteration nit is written
+        if nit == 31:
+            raise Stop
+
+    with pytest.raises(Stop):
+        execute(cfg, tmp_path / "resumed", checkpoint_every_s=1e9, checkpoint_every_iters=30, progress=stop_after_30)
+    assert checkpoint_path(tmp_path / "resumed", cfg).exists()
+    resumed = execute(cfg, tmp_path / "resumed")  # restored by registry name from the checkpoint
+    assert resumed["provenance"]["resumed"] == 1
+    assert deterministic_part(resumed) == deterministic_part(record)
+
+
+def test_the_demo_previews_every_registered_method(random_search, capsys):
+    assert demo.method_params("toy_random_search", 6, 600) == {"sigma0": 1.0, "popsize": 6}
+    demo.main(["--dim", "4", "--popsize", "6", "--evals", "240"])
+    header = capsys.readouterr().out.splitlines()[1].split()
+    assert header == ["function", *baselines.REGISTRY] and header[-1] == "toy_random_search"
+
+
+def test_the_registries_are_restored_after_a_test(monkeypatch):
+    before = dict(baselines.REGISTRY)
+    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
+    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+    baselines.register(define_random_search())
+    monkeypatch.undo()
+    assert "toy_random_search" not in sabo.protocol.OPTIMIZERS and "toy_random_search" not in baselines.REGISTRY
+    assert baselines.REGISTRY == before
+
+
+def test_the_readmes_example_runs(registries, capsys):
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("**Add an optimizer.**"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["opt"].evals_per_iteration == 20 and namespace["res"].nit == 300
+    assert np.array_equal(namespace["again"].ask(), namespace["opt"].ask())
+    fun, evals = capsys.readouterr().out.split()
+    assert float(fun) < 0.2 and evals == "20"
