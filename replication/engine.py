@@ -209,11 +209,14 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     params = dict(config.params)
     # a study may run one optimizer under several labels (e.g. a variant with another grid)
     optimizer = params.pop("optimizer", config.method)
-    resumed = _resume(ckpt, config, optimizer, problem, max_iter)
+    resumed = None
+    if ckpt.exists():
+        resumed = _resume(ckpt, config, optimizer, problem, max_iter)
+        if resumed is None:
+            problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
         opt, curve, elapsed, resumes, started = resumed
     else:
-        problem = study.make_problem(config)  # a failed restore may have set part of its state
         opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params)
         curve, elapsed, resumes, started = Curve(max_iter), 0.0, 0, _now()
         curve.add(0, 0, opt.f_best, problem.metrics(opt.mean))
@@ -270,8 +273,6 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: in
     A checkpoint that cannot be read, or that holds another run, is quarantined (None).
     The optimizer is rebuilt by its registry name from the config, never from the file.
     """
-    if not ckpt.exists():
-        return None
     try:
         state = read_state(ckpt)
         if not isinstance(state, dict) or state.get("schema") != CHECKPOINT_SCHEMA:

@@ -219,3 +219,19 @@ def test_problem_state_names_no_arbitrary_generator():
     with pytest.raises(ValueError, match="n_calls"):
         obj.set_state({**state, "n_calls": -1})
     obj.set_state(state)
+
+
+def test_the_problem_is_built_once_unless_a_restore_failed(tmp_path, monkeypatch):
+    import replication.synthetic.study as study
+
+    build, calls = study.make_problem, []
+    monkeypatch.setattr(study, "make_problem", lambda config: calls.append(1) or build(config))
+    cfg = small_config("ingo", T=30)
+    execute(cfg, tmp_path / "a")
+    assert len(calls) == 1
+    ckpt = checkpoint_path(tmp_path / "b", cfg)
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"garbage")
+    calls.clear()
+    execute(cfg, tmp_path / "b")
+    assert len(calls) == 2  # rebuilt after the failed restore
