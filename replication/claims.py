@@ -10,7 +10,8 @@ A study keeps its claims in a YAML list; each entry has
 A checker maps a ``check`` to a :class:`Verdict`: ``reproduced``, ``not reproduced``, or
 ``not run`` (none of the runs the check needs has a record). ``check_against_expected``
 compares verdicts with a recorded list of claim ids that held before, so CI fails when a
-claim that held stops holding. ``write_report`` writes a study's report page and its claims file.
+claim that held stops holding. ``write_report`` writes a study's report page and its claims file;
+``replacement_refusal`` says why a new report must not replace the one already there.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ import yaml
 from .storage import atomic_write_bytes, read_json, write_json
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
+REPORT_META = ("profile", "records", "runs")
+"""What every claims file states about its report: the profile, and the records it was made
+from out of the runs that profile defines (:func:`replacement_refusal` reads them)."""
 
 
 @dataclass
@@ -98,10 +102,15 @@ def write_report(out_dir, name: str, markdown: list[str], verdicts: list[Verdict
     """Write a study's report: ``<out_dir>/<name>.md`` and ``<out_dir>/<name>_claims.json``.
 
     ``markdown``: the page's lines (joined with newlines, written atomically). The claims file
-    holds ``{**meta, "claims": [verdict dicts]}`` (``meta``: e.g. the profile). ``files``: what
-    the study wrote already (figures), listed first. Returns what a study's ``report`` returns:
+    holds ``{**meta, "claims": [verdict dicts]}``; ``meta`` must hold :data:`REPORT_META` (the
+    profile, the number of records used and of runs the profile defines), so that a later
+    report can tell whether it would replace a fuller one. ``files``: what the study wrote
+    already (figures), listed first. Returns what a study's ``report`` returns:
     ``{"files": [*files, markdown path, claims path], "claims": [verdict dicts]}``.
     """
+    missing = [key for key in REPORT_META if key not in meta]
+    if missing:
+        raise ValueError(f"write_report({name!r}): meta lacks {', '.join(missing)} (see claims.REPORT_META)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / f"{name}.md"
@@ -110,3 +119,30 @@ def write_report(out_dir, name: str, markdown: list[str], verdicts: list[Verdict
     claim_dicts = [v.to_dict() for v in verdicts]
     write_json(claims_path, {**meta, "claims": claim_dicts})
     return {"files": [*files, md_path, claims_path], "claims": claim_dicts}
+
+
+def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs: int) -> str | None:
+    """Why a report of ``profile`` from ``records`` of its ``runs`` must not replace ``<out_dir>/<name>``'s, or None.
+
+    A report is made from whatever records exist, so without this a preview (another profile,
+    or a study still running) would silently overwrite a committed full report. Refused: a
+    report of another profile than the existing one's, or a partial one (fewer records than
+    its profile's runs) made from fewer records than the existing one. A claims file without
+    counts (written before they were recorded) counts as complete. Replacing a report made from
+    no record loses nothing, and a missing or unreadable claims file protects nothing.
+    """
+    path = Path(out_dir) / f"{name}_claims.json"
+    try:
+        old = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or old.get("records") == 0:
+        return None
+    old_profile, old_records, old_runs = old.get("profile"), old.get("records"), old.get("runs")
+    had = f"profile {old_profile!r}" + ("" if old_records is None else f", {old_records} of {old_runs} runs")
+    new = f"profile {profile!r}, {records} of {runs} runs"
+    if old_profile != profile:
+        return f"{path} is a report of another profile ({had}; this one: {new})"
+    if records < runs and (old_records is None or records < old_records):
+        return f"{path} was made from more records ({had}; this one: {new})"
+    return None

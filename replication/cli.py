@@ -6,8 +6,9 @@ Typical use (from the repository root, where params.yaml lives):
     sabo-bench run synthetic --workers 2            # every run of the active profile
     sabo-bench run synthetic --profile quick         # the < 5 minute preview
     sabo-bench run-one synthetic --setting d200_N50 --function levy --method sabo --seed 0
-    sabo-bench list synthetic                        # which runs are done, diverged, pending
+    sabo-bench list synthetic                        # completed, diverged, corrupt, partial, pending runs
     sabo-bench report synthetic                      # tables, figures and claim verdicts -> results/
+    sabo-bench report synthetic --profile quick --out results/quick   # a preview beside the full report
     sabo-bench track synthetic                       # log to MLflow the finished records it lacks
 
 Runs are idempotent (finished ones are skipped) and resumable (an interrupted run continues
@@ -24,8 +25,10 @@ import signal
 import sys
 from pathlib import Path
 
+import sabo
+
 from . import stopping
-from .engine import execute, load_record, record_status
+from .engine import RUN_STATUSES, execute, load_record, record_status
 from .errors import ResourceUnavailable, UsageError
 from .executors import EXECUTORS, default_workers, run_configs
 from .storage import quarantined_files
@@ -287,12 +290,39 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+def report_refusal(args, study, profile: str, records: int, runs: int) -> str | None:
+    """Why this report must not be written to ``--out`` (one line), or None.
+
+    A profile whose runs have no record yet gives no report at all (a profile that defines no
+    run, like the prompt study's offline one, still does: its page shows the paper's numbers).
+    A report that would replace a fuller one in ``--out`` (another profile, or fewer records:
+    :func:`replication.claims.replacement_refusal`) is refused unless ``--force``: the committed
+    results/ must not turn into a preview by accident.
+    """
+    if runs and not records:
+        return (f"no records of the {runs} runs of profile {profile!r} under {args.runs_dir}/{args.study}: run "
+                f"`sabo-bench run {args.study}{f' --profile {args.profile}' if args.profile else ''}` first")
+    if args.force:
+        return None
+    from .claims import replacement_refusal
+
+    reason = replacement_refusal(args.out, study.REPORT_NAME, profile=profile, records=records, runs=runs)
+    if reason is None:
+        return None
+    return f"{reason}; not replaced: write this one elsewhere with `--out {Path(args.out, profile)}`, or use --force"
+
+
 def cmd_report(args) -> int:
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
+    profile = params[args.study]["profile"]
     configs = study.configs(params)
     records = [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
-    print(f"{len(records)} of {len(configs)} runs of profile {params[args.study]['profile']!r} have records")
+    print(f"{len(records)} of {len(configs)} runs of profile {profile!r} have records")
+    refusal = report_refusal(args, study, profile, len(records), len(configs))
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 1
     tracker = make_tracker(args)
     logger = SafeLogger(tracker, _log_later(args)) if tracker else None
     outcome = study.report(params, records, Path(args.out), tracker=logger)
@@ -305,7 +335,7 @@ def cmd_report(args) -> int:
         from .storage import write_json
 
         held = [v["id"] for v in outcome["claims"] if v["verdict"] == REPRODUCED]
-        write_json(args.record_expected, {"profile": params[args.study]["profile"], "reproduced": held})
+        write_json(args.record_expected, {"profile": profile, "reproduced": held})
         print(f"recorded {len(held)} reproduced claims in {args.record_expected}")
     if args.check_claims:
         from .claims import check_against_expected
@@ -348,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = ArgumentParser(prog="sabo-bench", description=__doc__.split("\n\n")[0],
                         epilog="Run `sabo-bench COMMAND --help` for the options of a command.",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"sabo-bench {sabo.__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="execute every selected run of a study (skips finished ones, resumes partial ones)")
@@ -372,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run_one)
 
-    p = sub.add_parser("list", help="list the selected runs with their status (done, diverged, partial, pending)")
+    p = sub.add_parser("list", help=f"list the selected runs with their status ({', '.join(RUN_STATUSES)})")
     add_common(p)
     p.add_argument("--summary", action="store_true", help="only the counts per status")
     p.set_defaults(func=cmd_list)
@@ -384,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="regenerate a study's tables, figures and claim verdicts from its records")
     add_common(p, selection=False)
     p.add_argument("--out", default="results", help="output directory (default: %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the report in --out even if it is of another profile or made from more records")
     p.add_argument("--no-track", action="store_true", help="do not attach the figures to MLflow")
     p.add_argument("--check-claims", metavar="EXPECTED_JSON",
                    help="exit 1 if a claim listed as reproduced in this file no longer is")

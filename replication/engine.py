@@ -106,6 +106,10 @@ def load_record(runs_dir, config: RunConfig, *, quarantine_bad: bool = False) ->
     return None
 
 
+RUN_STATUSES = ("completed", "diverged", "corrupt", "partial", "pending")
+"""Every word :func:`record_status` returns (``sabo-bench list`` names them in its help)."""
+
+
 def record_status(runs_dir, config: RunConfig) -> str:
     """``completed``/``diverged`` (record), ``corrupt`` (a record file that is unusable),
     ``partial`` (checkpoint only) or ``pending``, without changing any file."""

@@ -11,6 +11,11 @@ Runs held by another process (a second study on the same runs directory, see
 runs go first, and at the end this process waits for the other one to finish them (or
 resumes them, if it died).
 
+The progress bar counts work, not runs: it advances by each finished run's share of the summed
+cost estimates (``Study.cost``, :func:`cost_shares`), with runs done / total beside it. Its ETA
+therefore assumes that a run's time is proportional to its cost estimate; the estimate is a
+relative count of operations, not a measurement, so the ETA is only as good as that assumption.
+
 Stopping (:mod:`replication.stopping`): on Ctrl-C or SIGTERM queued runs are cancelled, running
 ones write a checkpoint at their next iteration boundary, and :class:`StopRequested` reaches
 the caller within seconds. Local workers end with their parent even when it is killed with
@@ -43,6 +48,7 @@ from .studies import get_study, run_gpus
 EXECUTORS = ("local", "ray")
 STOP_GRACE_S = 20.0  # how long stopped workers get to write their checkpoint before they are killed
 BUSY = "busy"
+PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{elapsed}<{remaining}{postfix}]"
 
 
 def _init_worker(parent: int, devices) -> None:
@@ -84,26 +90,44 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
             records[config.hash] = record
             if on_record is not None:
                 on_record(record)
-    todo.sort(key=lambda c: -get_study(c.study).cost(c))
-    bar = tqdm(total=len(configs), initial=len(configs) - len(todo), desc="runs", unit="run",
-               disable=not progress, dynamic_ncols=True)
+    shares = cost_shares(configs)
+    todo.sort(key=lambda c: -shares[c.hash])
+    runs_done = f"{len(records)}/{len(configs)} runs"
+    bar = tqdm(total=100.0, initial=sum(shares[h] for h in records), desc="runs", bar_format=PROGRESS_FORMAT,
+               postfix=runs_done, disable=not progress, dynamic_ncols=True)
 
     def finished(record):
+        nonlocal runs_done
         records[record["config_hash"]] = record
         if on_record is not None:
             on_record(record)
-        bar.set_postfix_str(RunConfig.from_dict(record["config"]).label, refresh=False)
-        bar.update(1)
+        runs_done = f"{len(records)}/{len(configs)} runs"
+        bar.set_postfix_str(f"{runs_done}, last {RunConfig.from_dict(record['config']).label}", refresh=False)
+        bar.update(shares[record["config_hash"]])
 
     run = {"ray": _run_ray, "local": _run_serial if workers == 1 else _run_pool}[executor]
     try:
         busy = run(todo, runs_dir, workers, finished, checkpoint_every_s, wait_for_lock=False) if todo else []
         if busy:  # held by another process: wait for it (or resume what it left)
-            bar.set_postfix_str(f"waiting for {len(busy)} runs held by another process", refresh=True)
+            bar.set_postfix_str(f"{runs_done}, waiting for {len(busy)} held by another process", refresh=True)
             run(busy, runs_dir, workers, finished, checkpoint_every_s, wait_for_lock=True)
     finally:
         bar.close()
     return [records[c.hash] for c in configs]
+
+
+def cost_shares(configs: list[RunConfig]) -> dict[str, float]:
+    """Each run's share of the summed cost estimates of ``configs``, in percent, by config hash.
+
+    The progress bar advances by these shares (its ETA is then weighted by cost, see the module
+    docstring). Estimates are relative and of any scale (the prompt study's are ~1e13), hence the
+    normalisation; if they sum to zero every run counts the same.
+    """
+    costs = {c.hash: max(float(get_study(c.study).cost(c)), 0.0) for c in configs}
+    total = sum(costs.values())
+    if total == 0:
+        return {h: 100.0 / len(costs) for h in costs}
+    return {h: 100.0 * cost / total for h, cost in costs.items()}
 
 
 def _run_serial(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):

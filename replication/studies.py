@@ -45,6 +45,10 @@ class Study(Protocol):
     ``tracker``, when given, has ``log_setting_artifacts(study, setting, paths)`` to attach
     figures to MLflow.
 
+    ``REPORT_NAME: str``: the stem of the report's files, ``<out_dir>/<REPORT_NAME>.md`` and
+    ``<REPORT_NAME>_claims.json``; ``sabo-bench report`` reads the claims file already there
+    before it writes, so that a preview never silently replaces a fuller report.
+
     Optional hooks (absent means the default; read them with :func:`optional_hook` only):
 
     - ``prepare(params) -> list[str]``: data preparation for ``sabo-bench prepare`` (download,
@@ -61,6 +65,8 @@ class Study(Protocol):
 
     def report(self, params: dict, records: list[dict], out_dir: Path, *, tracker=None) -> dict: ...
 
+    REPORT_NAME: str
+
 
 OPTIONAL_HOOKS = ("prepare", "gpus")
 """The optional members of :class:`Study`."""
@@ -73,6 +79,7 @@ def get_study(name: str) -> Study:
     module = importlib.import_module(STUDIES[name])
     if not isinstance(module, Study):
         missing = [m for m in ("configs", "make_problem", "cost", "report") if not callable(getattr(module, m, None))]
+        missing += [] if isinstance(getattr(module, "REPORT_NAME", None), str) else ["REPORT_NAME"]
         raise TypeError(f"study module {STUDIES[name]} does not implement replication.studies.Study: "
                         f"missing {', '.join(missing)}")
     return module

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,27 +15,44 @@ STATUS_MESSAGES = {
 }
 
 
-@dataclass
-class OptimizeResult:
-    """Outcome of :func:`run` / :func:`minimize`.
+class OptimizeResult(dict):
+    """Outcome of :func:`run` / :func:`minimize`, used like ``scipy.optimize.OptimizeResult``.
 
-    ``x`` is the final mean of the search distribution and ``fun = F(x)``, evaluated once at
-    the end and included in ``nfev``. ``x_best``/``fun_best`` is the best candidate evaluated
-    during the run. ``history`` has one record per completed iteration:
-    ``{"nit", "nfev", "f_best", "mean"}`` (``mean`` is a copy of the mean after that
-    iteration, so errors such as ||mean - x*|| can be computed afterwards).
+    A dict whose keys are also attributes (``res.x is res["x"]``, ``res.keys()``), as scipy's
+    is, so code written for scipy's optimizers reads it unchanged.
+
+    - ``x``: the final mean of the search distribution (the method's estimate), and
+      ``fun = F(x)``, evaluated once at the end and included in ``nfev``.
+    - ``x_best``, ``fun_best``: the best candidate evaluated during the run and its value (on a
+      noisy or mini-batch objective, a lucky draw; ``x`` is the estimate to use).
+    - ``nit``, ``nfev``: iterations and function evaluations.
+    - ``success``: True. A run stops only on a budget or the callback, both normal ends; a
+      failure (bad input, non-finite values or state) raises instead of returning a result.
+    - ``status``, ``message``: why it stopped (:data:`STATUS_MESSAGES`).
+    - ``history``: one record per completed iteration, ``{"nit", "nfev", "f_best", "mean"}``
+      (``mean`` is a copy of the mean after that iteration, so errors such as ||mean - x*|| can
+      be computed afterwards).
+    - ``stats``: the optimizer's statistics (e.g. SABO's safeguard counts).
     """
 
-    x: np.ndarray
-    fun: float
-    nfev: int
-    nit: int
-    x_best: np.ndarray
-    fun_best: float
-    status: int
-    message: str
-    history: list = field(default_factory=list)
-    stats: dict = field(default_factory=dict)
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    __setattr__ = dict.__setitem__
+    __delattr__ = dict.__delitem__
+
+    def __dir__(self):
+        return list(self.keys())
+
+    def __repr__(self):
+        """The scalars and ``x``'s shape: the history holds a mean per iteration, too long to print."""
+        shown = {k: v for k, v in self.items() if k not in ("x", "x_best", "history", "stats")}
+        fields = [f"x=<array of shape {np.shape(self.get('x'))}>", *(f"{k}={v!r}" for k, v in shown.items()),
+                  f"history=<{len(self.get('history', ()))} records>"]
+        return f"OptimizeResult({', '.join(fields)})"
 
 
 def _evaluate(fun: Callable, X: np.ndarray) -> np.ndarray:
@@ -94,8 +110,9 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
                 break
     x = opt.mean
     fx = float(_evaluate(fun, x[None, :])[0])
-    return OptimizeResult(x=x, fun=fx, nfev=opt.nfev + 1, nit=opt.nit, x_best=opt.x_best, fun_best=opt.f_best,
-                          status=status, message=STATUS_MESSAGES[status], history=history, stats=opt.stats)
+    return OptimizeResult(x=x, fun=fx, x_best=opt.x_best, fun_best=opt.f_best, nit=opt.nit, nfev=opt.nfev + 1,
+                          success=True, status=status, message=STATUS_MESSAGES[status], history=history,
+                          stats=opt.stats)
 
 
 def minimize(fun: Callable[[np.ndarray], np.ndarray], x0, *, max_iter: int | None = None,

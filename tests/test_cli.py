@@ -89,3 +89,111 @@ def test_select_filters_on_setting_method_seed_and_problem_name():
     assert [(c.setting, c.method, c.seed, c.problem["name"]) for c in picked] == [("d10_N6", "sabo", 1, "levy")]
     assert select(every, methods=["ingo"]) == [c for c in every if c.method == "ingo"]  # order kept
     assert select(every, seeds=[]) == [] and select(every, functions=["ellipsoid", "levy"]) == every
+
+
+def test_version_prints_the_library_version(capsys):
+    import sabo
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out == f"sabo-bench {sabo.__version__}\n"
+
+
+def test_list_help_names_every_status_list_can_show():
+    from replication.engine import RUN_STATUSES
+
+    out = subprocess.run([sys.executable, "-m", "replication.cli", "--help"], capture_output=True, text=True).stdout
+    list_help = " ".join(out[out.index("    list "):out.index("    prepare ")].split())
+    assert list_help.endswith(f"({', '.join(RUN_STATUSES)})")
+
+
+def test_list_shows_the_statuses_its_help_names(tmp_path, params, capsys):
+    from replication.engine import RUN_STATUSES, checkpoint_path, record_path
+    from replication.studies import get_study
+
+    runs = tmp_path / "runs"
+    common = ["--params", params, "--runs-dir", str(runs)]
+    assert main(["run-one", "synthetic", *common, "--method", "sabo", "--function", "levy", "--seed", "1",
+                 "--no-track", "--quiet"]) == 0
+    configs = [c for c in get_study("synthetic").configs(TINY) if c.method == "ingo"]
+    for path, text in ((record_path(runs, configs[0]), "{garbled"), (checkpoint_path(runs, configs[1]), "")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    capsys.readouterr()
+    assert main(["list", "synthetic", *common, "--summary"]) == 0
+    shown = capsys.readouterr().out.splitlines()[0]
+    assert shown == "1 completed, 1 corrupt, 1 partial, 5 pending"
+    assert {part.split()[1] for part in shown.split(", ")} <= set(RUN_STATUSES)
+
+
+@pytest.mark.parametrize("command", ["list", "run", "run-one", "track"])
+@pytest.mark.parametrize("option,name,known", [("--method", "sabbo", "ingo, sabo"),
+                                               ("--setting", "d10_N7", "d10_N6"),
+                                               ("--function", "elipsoid", "ellipsoid, levy")])
+def test_a_misspelt_name_lists_the_valid_ones(command, option, name, known, tmp_path, params, capsys):
+    runs = tmp_path / "runs"
+    assert main([command, "synthetic", "--params", params, "--runs-dir", str(runs), option, name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{option} {name!r}" in err and f"(known: {known})" in err
+    assert not runs.exists()  # refused before anything ran
+
+
+def report(params, runs, out, *extra):
+    return main(["report", "synthetic", "--params", params, "--runs-dir", str(runs), "--out", str(out),
+                 "--no-track", *extra])
+
+
+def test_a_partial_or_other_profile_report_does_not_replace_a_full_one(tmp_path, params, capsys):
+    import json
+
+    runs, out = tmp_path / "runs", tmp_path / "results"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    assert report(params, runs, out) == 0
+    claims = out / "synthetic_claims.json"
+    meta = json.loads(claims.read_text())
+    assert (meta["profile"], meta["records"], meta["runs"]) == ("tiny", 8, 8)
+    page = (out / "synthetic.md").read_bytes()
+
+    next(runs.rglob("*.json")).unlink()  # 7 of 8 records: a partial report
+    capsys.readouterr()
+    assert report(params, runs, out) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "7 of 8 runs" in err and f"--out {out / 'tiny'}" in err and "--force" in err
+    assert main(["run", "synthetic", "--params", params, "--profile", "full", "--runs-dir", str(runs), "--no-track",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert report(params, runs, out, "--profile", "full") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "another profile" in err and "profile 'tiny', 8 of 8 runs" in err
+    assert (out / "synthetic.md").read_bytes() == page and json.loads(claims.read_text()) == meta  # untouched
+
+    assert report(params, runs, out / "full", "--profile", "full") == 0  # written elsewhere
+    assert report(params, runs, out, "--force") == 0
+    assert json.loads(claims.read_text())["records"] == 7
+
+
+def test_a_report_from_no_record_is_an_error_unless_the_profile_defines_no_run(tmp_path, params, capsys):
+    out = tmp_path / "results"
+    assert report(params, tmp_path / "runs", out) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no records of the 8 runs of profile 'tiny'" in err
+    assert not out.exists()
+
+
+def test_which_existing_reports_a_new_one_may_replace(tmp_path):
+    from replication.claims import replacement_refusal
+    from replication.storage import write_json
+
+    def refusal(old, **new):
+        write_json(tmp_path / "s_claims.json", {"claims": [], **old})
+        return replacement_refusal(tmp_path, "s", **{"profile": "full", "records": 10, "runs": 10, **new})
+
+    assert replacement_refusal(tmp_path / "none", "s", profile="full", records=0, runs=10) is None
+    assert refusal({"profile": "full", "records": 10, "runs": 10}) is None              # a complete one
+    assert refusal({"profile": "full", "records": 4, "runs": 10}, records=6) is None    # more records
+    assert refusal({"profile": "full", "records": 6, "runs": 10}, records=4) is not None
+    assert refusal({"profile": "full"}, records=9) is not None                          # no counts: complete
+    assert refusal({"profile": "quick", "records": 2, "runs": 2}) is not None
+    assert refusal({"profile": "offline", "records": 0, "runs": 0}) is None             # nothing to lose
+    (tmp_path / "s_claims.json").write_text("{garbled")
+    assert replacement_refusal(tmp_path, "s", profile="full", records=1, runs=10) is None

@@ -1,4 +1,5 @@
 """Executors: results independent of worker count, order and executor (local pool, Ray)."""
+import pytest
 from helpers import deterministic_part, small_config
 
 from replication.executors import run_configs
@@ -26,3 +27,39 @@ def test_ray_executor_matches_local(tmp_path):
     local = run_configs(CONFIGS[:4], tmp_path / "local", workers=1, progress=False)
     via_ray = run_configs(CONFIGS[:4], tmp_path / "ray", workers=2, executor="ray", progress=False)
     assert [deterministic_part(r) for r in via_ray] == [deterministic_part(r) for r in local]
+
+
+class RecordingBar:
+    """Stands in for tqdm: keeps the total, the starting count and every advance."""
+
+    bars: list = []
+
+    def __init__(self, *, total, initial=0, **_):
+        self.total, self.initial, self.updates, self.postfixes = total, initial, [], []
+        RecordingBar.bars.append(self)
+
+    def update(self, n):
+        self.updates.append(n)
+
+    def set_postfix_str(self, text, refresh=True):
+        self.postfixes.append(text)
+
+    def close(self):
+        pass
+
+
+def test_progress_counts_each_run_by_its_cost_estimate(tmp_path, monkeypatch):
+    """The bar's ETA is cost-weighted: a run twice as costly advances it twice as far."""
+    from replication import executors
+    from replication.synthetic.study import cost
+
+    configs = [small_config(method, dim=dim, T=20) for method, dim in (("ingo", 10), ("ingo", 40), ("sabo", 40))]
+    run_configs(configs[:1], tmp_path, progress=False)
+    monkeypatch.setattr(executors, "tqdm", RecordingBar)
+    RecordingBar.bars = []
+    run_configs(configs, tmp_path, progress=True)
+    bar, total = RecordingBar.bars[0], sum(cost(c) for c in configs)
+    assert bar.total == pytest.approx(100.0) and bar.initial == pytest.approx(100.0 * cost(configs[0]) / total)
+    assert sorted(bar.updates) == pytest.approx(sorted(100.0 * cost(c) / total for c in configs[1:]))
+    assert max(bar.updates) == pytest.approx(2 * min(bar.updates))  # SABO: two rounds per iteration
+    assert bar.postfixes[-1].startswith("3/3 runs")

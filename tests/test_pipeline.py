@@ -42,3 +42,17 @@ def test_image_matrix_covers_every_dimension_and_method():
     assert sorted(matrix["method"]) == sorted(params["methods"])
     assert "image.methods.${item.method}" in dvc["stages"]["image"]["params"]
     assert "data/umap" in dvc["stages"]["image"]["deps"]
+
+
+def test_report_stages_keep_the_old_report_while_they_run():
+    """DVC deletes a stage's outputs before it runs, unless they persist; then `sabo-bench report`
+    could not see the report it would replace, and a quick-profile `dvc exp run` would silently
+    overwrite the committed full report."""
+    dvc = load("dvc.yaml")
+    reports = [name for name, stage in dvc["stages"].items() if " report " in f" {stage['cmd']} "]
+    assert sorted(reports) == ["image_report", "prompt_report", "synthetic_report"]
+    for name in reports:
+        for out in dvc["stages"][name]["outs"]:
+            (path, options), = out.items()
+            assert options == {"cache": False, "persist": True}, (name, path)
+        assert dvc["stages"][name]["cmd"].endswith("--out results")  # no --force: a refusal stops the stage

@@ -4,7 +4,7 @@ Runs the `ci` profile of params.yaml (d = 200 with N = 50 for 1500 iterations an
 1000, every function and method, 2 seeds; about 3 minutes on 2 cores) through the real
 command line, then checks the claim verdicts against replication/synthetic/ci_expected.json.
 Regenerate that file deliberately with
-`sabo-bench report synthetic --profile ci --record-expected replication/synthetic/ci_expected.json`.
+`sabo-bench report synthetic --profile ci --out results/ci --record-expected replication/synthetic/ci_expected.json`.
 """
 from pathlib import Path
 

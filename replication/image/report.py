@@ -29,6 +29,8 @@ from replication.claims import (
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
 
+from .study import REPORT_NAME, configs
+
 HERE = Path(__file__).parent
 CLAIMS_FILE = HERE / "claims.yaml"
 PAPER_FILE = HERE / "paper_table3.yaml"
@@ -221,5 +223,5 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     for s in settings:
         md += [f"### d = {10 * p['dims'][s]}", "",
                *_table(on_test, paper, s, noise_rates, methods, with_paper=False), ""]
-    return write_report(out_dir, "noisy_labels", md, verdicts, {"profile": profile, "dataset": names},
-                        files=[fig_path])
+    meta = {"profile": profile, "records": len(records), "runs": len(configs(params)), "dataset": names}
+    return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=[fig_path])

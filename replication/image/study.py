@@ -29,6 +29,7 @@ from replication.config import RunConfig, method_params
 from replication.studies import active_profile
 
 STUDY = "image"
+REPORT_NAME = "noisy_labels"  # results/noisy_labels.md, results/noisy_labels_claims.json
 UMAP_CACHE_ENV = "SABO_BENCH_UMAP_CACHE"
 DEFAULT_UMAP_CACHE = "data/umap"
 

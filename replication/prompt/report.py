@@ -31,6 +31,7 @@ from replication.claims import (
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
 
+from .study import REPORT_NAME, configs
 from .tasks import TASKS, ZERO_SHOT
 
 HERE = Path(__file__).parent
@@ -282,4 +283,5 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
                "", f"## The other rule: test metric of the `{other}` prompt (%)", "",
                *_cell_table(selected_other, tasks, settings, methods, lambda c: f"{c['mean']:.2f} ± {c['std']:.2f}"),
                ""]
-    return write_report(out_dir, "prompt_tuning", md, verdicts, {"profile": profile, "selection": rule})
+    meta = {"profile": profile, "records": len(records), "runs": len(configs(params)), "selection": rule}
+    return write_report(out_dir, REPORT_NAME, md, verdicts, meta)

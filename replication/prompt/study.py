@@ -43,6 +43,7 @@ from .options import ATTENTIONS, SELECTIONS, WEIGHTS
 from .tasks import ZERO_SHOT
 
 STUDY = "prompt"
+REPORT_NAME = "prompt_tuning"  # results/prompt_tuning.md, results/prompt_tuning_claims.json
 DATA_ENV = "SABO_BENCH_PROMPT_DATA"
 DEFAULT_DATA_DIR = "data/prompt"
 

@@ -22,6 +22,8 @@ from replication.claims import (
 from replication.config import RunConfig
 from replication.engine import provenance_summary
 
+from .study import REPORT_NAME, configs
+
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 FUNCTION_LABELS = {"ellipsoid": "Ellipsoid", "l12_ellipsoid": "l_1/2-Ellipsoid",
                    "different_powers": "Different Powers", "levy": "Levy"}
@@ -374,4 +376,5 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            "- rho = 100/sqrt(T+1) read with T the run's horizon (Theorem 1), constant within a run.",
            "- Fitness shaping for INGO and SABO (z-score), the covariance safeguard, and the convergence criterion "
            "used by the claim checks (above).", ""]
-    return write_report(out_dir, "synthetic", md, verdicts, {"profile": profile}, files=files)
+    meta = {"profile": profile, "records": len(records), "runs": len(configs(params))}
+    return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=files)

@@ -20,6 +20,7 @@ from replication.studies import active_profile
 from .functions import FUNCTIONS
 
 STUDY = "synthetic"
+REPORT_NAME = "synthetic"  # results/synthetic.md, results/synthetic_claims.json
 
 
 class SyntheticProblem:
