@@ -312,3 +312,11 @@ def test_run_config_read_back_from_a_record_is_checked_too():
 
 def test_run_config_without_a_problem_name_is_fine():
     assert config(problem={"dim": 3}).label.startswith("d10_N6/problem/")
+
+
+def test_the_image_schema_knows_every_loadable_dataset():
+    """The schema keeps its own copy of the data set names (the loaders are heavy to import)."""
+    from replication.image import data
+    from replication.image.params import DATASETS
+
+    assert set(DATASETS) == set(data.DATASETS)
