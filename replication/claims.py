@@ -3,18 +3,26 @@
 A study keeps its claims in a YAML list; each entry has
 
     id:         short identifier
-    statement:  the paper's words (quoted)
+    statement:  the paper's words, verbatim: ``...`` marks an omission and ``[...]`` our insertion
+                (a resolved reference, a symbol written out); ``tests/test_claims.py`` checks
+                every statement against the paper's LaTeX
+    reading:    (optional) our words: how a table or figure is read, or what the claim re-checks;
+                shown apart from the quote, marked as ours
     source:     where in the paper
     check:      {kind: <name>, ...}   the operationalisation, evaluated by the study's checker
 
 A checker maps a ``check`` to a :class:`Verdict`: ``reproduced``, ``not reproduced``, or
-``not run`` (none of the runs the check needs has a record). ``check_against_expected``
-compares verdicts with a recorded list of claim ids that held before, so CI fails when a
-claim that held stops holding. ``write_report`` writes a study's report page and its claims file;
+``not run`` (none of the runs the check needs has a record). It returns
+``(verdict, operationalisation, measurement)`` or, with a fourth element, the one-line reason
+a claim is not reproduced, generated from the data (the margin it missed by, the budget, the
+stand-in data, the rho reading), shown with the verdict. ``check_against_expected``
+compares verdicts (and a report's scores) with a recorded expectation, so CI fails when a
+claim that held stops holding or a score drops. ``write_report`` writes a study's report page and its claims file;
 ``replacement_refusal`` says why a new report must not replace the one already there.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,9 +44,31 @@ class Verdict:
     operationalisation: str
     measurement: str
     verdict: str
+    reading: str = ""
+    reason: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def parse_interval(text: str):
+    """``"(1, 2]"`` -> a predicate ``x -> 1 < x <= 2`` with ``.text`` = the interval as written.
+
+    Brackets give closed ends, parentheses open ones, so that mutually exclusive claims can
+    share an end point without both holding there.
+    """
+    m = re.fullmatch(r"\s*([\[(])\s*([-+0-9.eE]+|-inf)\s*,\s*([-+0-9.eE]+|inf)\s*([\])])\s*", str(text))
+    if m is None:
+        raise ValueError(f"range {text!r} must be an interval such as '[0.5, 2]', '(1, 2]' or '[0, 1)'")
+    lo_closed, lo, hi, hi_closed = m.group(1) == "[", float(m.group(2)), float(m.group(3)), m.group(4) == "]"
+    if lo > hi:
+        raise ValueError(f"range {text!r}: the lower end exceeds the upper one")
+
+    def inside(x: float) -> bool:
+        return (lo <= x if lo_closed else lo < x) and (x <= hi if hi_closed else x < hi)
+
+    inside.text = f"{m.group(1)}{lo:g}, {hi:g}{m.group(4)}"
+    return inside
 
 
 def load_claims(path) -> list[dict]:
@@ -60,9 +90,10 @@ def evaluate(claims: list[dict], checkers: dict, context) -> list[Verdict]:
         kind = claim["check"]["kind"]
         if kind not in checkers:
             raise ValueError(f"claim {claim['id']}: unknown check kind {kind!r}; known: {sorted(checkers)}")
-        verdict, operationalisation, measurement = checkers[kind](claim["check"], context)
+        verdict, operationalisation, measurement, *reason = checkers[kind](claim["check"], context)
         out.append(Verdict(claim["id"], claim["statement"].strip(), claim["source"], operationalisation,
-                           measurement, verdict))
+                           measurement, verdict, claim.get("reading", "").strip(),
+                           reason[0] if reason and verdict == NOT_REPRODUCED else ""))
     return out
 
 
@@ -77,36 +108,59 @@ def count_line(verdicts: list[Verdict]) -> str:
 def render_markdown(verdicts: list[Verdict]) -> str:
     lines = ["| claim | paper | checked as | measured | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:
-        cells = [f"`{v.id}`", f"\"{v.statement}\" ({v.source})", v.operationalisation, v.measurement,
-                 f"**{v.verdict}**"]
+        paper = f"\"{v.statement}\" ({v.source})" + (f" *Our reading:* {v.reading}" if v.reading else "")
+        verdict = f"**{v.verdict}**" + (f": {v.reason}" if v.reason else "")
+        cells = [f"`{v.id}`", paper, v.operationalisation, v.measurement, verdict]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 
 
-def check_against_expected(verdicts: list[dict], expected_path) -> list[str]:
-    """Messages for every claim listed as reproduced in ``expected_path`` that no longer is."""
-    expected = read_json(expected_path)["reproduced"]
-    by_id = {v["id"]: v for v in verdicts}
+def check_against_expected(outcome: dict, expected_path) -> list[str]:
+    """Messages for every regression of a report's ``outcome`` against ``expected_path``.
+
+    A regression is a claim listed as reproduced there that no longer is, or (when the file
+    holds ``scores``) a score of the report (higher is better, e.g. a selected accuracy) more
+    than the file's ``score_tolerance`` below the recorded value, or missing.
+    """
+    expected = read_json(expected_path)
+    by_id = {v["id"]: v for v in outcome["claims"]}
     failures = []
-    for claim_id in expected:
+    for claim_id in expected["reproduced"]:
         v = by_id.get(claim_id)
         if v is None:
             failures.append(f"{claim_id}: no longer evaluated")
         elif v["verdict"] != REPRODUCED:
             failures.append(f"{claim_id}: {v['verdict']} ({v['measurement']})")
+    scores, tolerance = outcome.get("scores", {}), expected.get("score_tolerance", 0.0)
+    for key, value in expected.get("scores", {}).items():
+        now = scores.get(key)
+        if now is None:
+            failures.append(f"{key}: no score any more (recorded {value:.2f})")
+        elif not now >= value - tolerance:
+            failures.append(f"{key}: {now:.2f}, recorded {value:.2f} (tolerance {tolerance:g})")
     return failures
 
 
+def expected_file(profile: str, outcome: dict) -> dict:
+    """What ``--record-expected`` writes: the reproduced claims, and the report's scores if it has any."""
+    out = {"profile": profile, "reproduced": [v["id"] for v in outcome["claims"] if v["verdict"] == REPRODUCED]}
+    if outcome.get("scores"):
+        out.update(scores=outcome["scores"], score_tolerance=outcome["score_tolerance"])
+    return out
+
+
 def write_report(out_dir, name: str, markdown: list[str], verdicts: list[Verdict], meta: dict,
-                 files=()) -> dict:
+                 files=(), scores: dict | None = None, score_tolerance: float = 0.0) -> dict:
     """Write a study's report: ``<out_dir>/<name>.md`` and ``<out_dir>/<name>_claims.json``.
 
     ``markdown``: the page's lines (joined with newlines, written atomically). The claims file
     holds ``{**meta, "claims": [verdict dicts]}``; ``meta`` must hold :data:`REPORT_META` (the
     profile, the number of records used and of runs the profile defines), so that a later
     report can tell whether it would replace a fuller one. ``files``: what the study wrote
-    already (figures), listed first. Returns what a study's ``report`` returns:
-    ``{"files": [*files, markdown path, claims path], "claims": [verdict dicts]}``.
+    already (figures), listed first. ``scores``: numbers a CI regression check compares (higher is
+    better), with the ``score_tolerance`` a recorded expectation allows. Returns what a study's
+    ``report`` returns: ``{"files": [*files, markdown path, claims path], "claims": [verdict dicts]}``,
+    plus ``scores`` and ``score_tolerance`` when given.
     """
     missing = [key for key in REPORT_META if key not in meta]
     if missing:
@@ -118,7 +172,10 @@ def write_report(out_dir, name: str, markdown: list[str], verdicts: list[Verdict
     claims_path = out_dir / f"{name}_claims.json"
     claim_dicts = [v.to_dict() for v in verdicts]
     write_json(claims_path, {**meta, "claims": claim_dicts})
-    return {"files": [*files, md_path, claims_path], "claims": claim_dicts}
+    out = {"files": [*files, md_path, claims_path], "claims": claim_dicts}
+    if scores:
+        out.update(scores=scores, score_tolerance=score_tolerance)
+    return out
 
 
 def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs: int) -> str | None:

@@ -331,16 +331,17 @@ def cmd_report(args) -> int:
     if logger is not None:
         logger.summarize("figure sets")
     if args.record_expected:
-        from .claims import REPRODUCED
+        from .claims import expected_file
         from .storage import write_json
 
-        held = [v["id"] for v in outcome["claims"] if v["verdict"] == REPRODUCED]
-        write_json(args.record_expected, {"profile": profile, "reproduced": held})
-        print(f"recorded {len(held)} reproduced claims in {args.record_expected}")
+        expected = expected_file(profile, outcome)
+        write_json(args.record_expected, expected)
+        print(f"recorded {len(expected['reproduced'])} reproduced claims and {len(expected.get('scores', {}))} "
+              f"scores in {args.record_expected}")
     if args.check_claims:
         from .claims import check_against_expected
 
-        failures = check_against_expected(outcome["claims"], args.check_claims)
+        failures = check_against_expected(outcome, args.check_claims)
         for line in failures:
             print(f"CLAIM REGRESSION: {line}", file=sys.stderr)
         if failures:

@@ -16,6 +16,7 @@ METHOD_STYLE = {
     "cmaes": ("CMA-ES", "tab:purple"),
     "mmes": ("MMES", "tab:orange"),
     "sabo_small_rho": ("SABO, rho <= 1 (deviation)", "tab:brown"),
+    "sabo_inverse": ("SABO, radius 1/rho (deviation)", "tab:pink"),
     "turbo": ("TuRBO-1", "tab:olive"),
     "gibo": ("GIBO", "tab:cyan"),
     "zero_shot": ("Zero-shot", "tab:gray"),

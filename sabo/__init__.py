@@ -21,11 +21,12 @@ from .gaussian_search import GaussianSearch, ingo_default_popsize
 from .minimize import OptimizeResult, minimize, run
 from .perturbation import closed_form_lambda, exact_lambda, perturbation_from_lambda, perturbation_kl
 from .protocol import AskTellOptimizer, NonFiniteValueError
-from .sabo import SABO
+from .sabo import SABO, SettingsWarning
 from .schedules import Constant, InvSqrt
 
 __all__ = [
-    "SABO", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult", "minimize", "run",
+    "SABO", "SettingsWarning", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult",
+    "minimize", "run",
     "ingo_default_popsize",
     "DiagonalGaussian", "kl_diag_gaussians", "search_gradients", "utilities",
     "closed_form_lambda", "exact_lambda", "perturbation_from_lambda", "perturbation_kl",

@@ -21,6 +21,18 @@ Two ways to choose lambda are provided:
   finding. KL is strictly decreasing in lambda on the admissible range
   lambda > max(0, max_i 2 sigma_i^2 G'_i), so the root is unique and always yields a positive
   perturbed covariance; with it delta is the exact maximiser of the linearised problem.
+
+Reading of rho (``rho_reading``). As printed, eq. (sec31_5) makes rho the radius of the KL ball:
+the mean moves about rho standard deviations in Mahalanobis norm (exactly
+rho ||Sigma^{1/2} g'|| / sqrt(||Sigma G'||_F^2 + 0.5 ||Sigma^{1/2} g'||^2) <= sqrt(2) rho), and
+the paper's theorems assume rho < sqrt(d)/2. The paper's image and prompt grids
+(rho in {100, ..., 5000}) lie far outside that range, so the suite offers two readings:
+
+* ``"paper"``   -- radius = rho: eq. (sec31_5) as printed.
+* ``"inverse"`` -- radius = 1/rho, i.e. lambda = rho sqrt(||Sigma G'||_F^2 + 0.5 ||Sigma^{1/2} g'||^2):
+  the perturbation shrinks as rho grows, the reading under which large rho values are small
+  perturbations. A deviation from the printed formula, offered to test whether it explains
+  the paper's grids.
 """
 from __future__ import annotations
 
@@ -30,6 +42,17 @@ from scipy.optimize import brentq
 from .distribution import x_minus_log1p
 
 PERTURBATIONS = ("closed_form", "exact")
+RHO_READINGS = ("paper", "inverse")
+
+
+def kl_radius(rho: float, reading: str) -> float:
+    """The KL-ball radius that ``rho`` stands for under ``reading`` (see the module docstring)."""
+    return rho if reading == "paper" else 1.0 / rho
+
+
+def mahalanobis_norm(delta_mu: np.ndarray, sigma2: np.ndarray) -> float:
+    """||Sigma^{-1/2} delta_mu||: how many standard deviations the perturbation moves the mean."""
+    return float(np.sqrt(np.sum(delta_mu * delta_mu / sigma2)))
 
 
 def closed_form_lambda(g: np.ndarray, G: np.ndarray, sigma2: np.ndarray, rho: float) -> float:

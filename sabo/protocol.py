@@ -89,6 +89,12 @@ class AskTellOptimizer:
 
     name: str | None = None
 
+    #: Revision of this method's algorithm: bump it when a change alters the results it computes
+    #: (same seed, different numbers). It is part of every run's ``code_version``
+    #: (:func:`replication.config.code_version`), so a study recomputes exactly the runs of the
+    #: changed method and keeps everyone else's records.
+    revision: int = 1
+
     #: Ask/tell rounds that make one iteration (one update of the search distribution). SABO
     #: has two (perturbation and update round); budgets in iterations cost this many asks.
     rounds_per_iteration: int = 1

@@ -23,19 +23,36 @@ Deviations from the paper, all named parameters:
 * ``precision_floor``: the covariance safeguard of ``sabo.safeguard``; activations are
   counted in ``stats``.
 * ``perturbation="exact"`` replaces the first-order lambda by the exact KL root.
+* ``rho_reading="inverse"`` takes 1/rho as the KL radius (``sabo.perturbation``).
+
+Settings outside the paper's theory are flagged with :class:`SettingsWarning` (once per
+optimizer each): a KL radius >= sqrt(d)/2 (the theorems assume rho < sqrt(d)/2), and the
+perturbation-round safeguard acting in more than :data:`SAFEGUARD_WARN_SHARE` of the first
+:data:`SAFEGUARD_WARN_AFTER` or more iterations.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from .distribution import kl_diag_gaussians
 from .estimators import search_gradients
 from .gaussian_search import GaussianSearch
-from .perturbation import PERTURBATIONS, kl_lambda, perturbation_from_lambda
+from .perturbation import PERTURBATIONS, RHO_READINGS, kl_lambda, kl_radius, mahalanobis_norm, perturbation_from_lambda
 from .safeguard import clamp_precision_ratio
 from .schedules import as_schedule, schedule_mapping
 from .state import Array, Integer
 from .validation import check_choice
+
+#: Share of iterations with a perturbation-round safeguard activation above which SABO warns
+#: (checked from iteration :data:`SAFEGUARD_WARN_AFTER` on).
+SAFEGUARD_WARN_SHARE = 0.2
+SAFEGUARD_WARN_AFTER = 20
+
+
+class SettingsWarning(UserWarning):
+    """A SABO setting outside the paper's assumptions (see :class:`SABO`)."""
 
 
 class SABO(GaussianSearch):
@@ -55,6 +72,9 @@ class SABO(GaussianSearch):
     rho : float or schedule
         Neighbourhood size rho_t (> 0) of the KL ball; ``InvSqrt(100, horizon=T)`` is the
         paper's synthetic setting.
+    rho_reading : {"paper", "inverse"}
+        What rho means: the KL radius (``"paper"``, eq. sec31_5 as printed) or its inverse;
+        see ``sabo.perturbation``.
     seed : int or None
         Seed of the optimizer's own random generator.
     baseline : {"mean", "center"}
@@ -78,19 +98,23 @@ class SABO(GaussianSearch):
 
     def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, rho=1.0, seed=None, *,
                  baseline="mean", shaping="zscore", perturbation="closed_form",
-                 precision_floor=0.05, nonfinite="raise"):
+                 rho_reading="paper", precision_floor=0.05, nonfinite="raise"):
         super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline,
                          shaping=shaping, precision_floor=precision_floor, nonfinite=nonfinite)
         self._rho = as_schedule("rho", rho)
         self._perturbation = check_choice("perturbation", perturbation, PERTURBATIONS)
+        self._rho_reading = check_choice("rho_reading", rho_reading, RHO_READINGS)
+        self._warned: set[str] = set()  # SettingsWarning categories already issued (not state)
         self._phase = 0  # 0: perturbation round at theta_t; 1: update round at theta_t + delta_t
         self._mu_hat = self._mu
         self._sigma2_hat = self._sigma2
         self._stats.update(safeguard_perturbation=0, safeguard_perturbation_coords=0,
-                           lam=np.nan, rho=np.nan, perturbation_kl=np.nan)
+                           lam=np.nan, rho=np.nan, kl_radius=np.nan, perturbation_kl=np.nan,
+                           perturbation_mahalanobis=np.nan, perturbation_mahalanobis_sum=0.0)
 
     def _config(self) -> dict:
-        return {**super()._config(), "rho": schedule_mapping(self._rho), "perturbation": self._perturbation}
+        return {**super()._config(), "rho": schedule_mapping(self._rho), "perturbation": self._perturbation,
+                "rho_reading": self._rho_reading}
 
     # ------------------------------------------------------------------ views
     @property
@@ -109,6 +133,15 @@ class SABO(GaussianSearch):
         return self._sigma2_hat.copy()
 
     # ------------------------------------------------------------------ protocol
+    def tell(self, X, values) -> None:
+        """As :meth:`AskTellOptimizer.tell`; after a perturbation round, checks the settings.
+
+        The check runs after the state is committed, so a ``SettingsWarning`` turned into an
+        error by a warnings filter cannot leave a half-told optimizer."""
+        super().tell(X, values)
+        if self._phase == 1:
+            self._check_settings(self._stats["kl_radius"])
+
     def _ask(self) -> np.ndarray:
         if self._phase == 0:
             return self._sample(self._mu, self._sigma2)
@@ -125,7 +158,8 @@ class SABO(GaussianSearch):
         t, sigma2 = self._nit, self._sigma2
         g_p, G_p = search_gradients(self._z, np.sqrt(sigma2), u)          # eqs. (alg1_1), (alg1_2)
         rho = self._rho(t)
-        lam = kl_lambda(g_p, G_p, sigma2, rho, self._perturbation)        # eq. (sec31_5) or exact
+        radius = kl_radius(rho, self._rho_reading)
+        lam = kl_lambda(g_p, G_p, sigma2, radius, self._perturbation)     # eq. (sec31_5) or exact
         if lam > 0.0:
             delta_mu, ratio = perturbation_from_lambda(g_p, G_p, sigma2, lam)  # eq. (sec32_5)
         else:  # g' = G' = 0: no ascent direction, no perturbation
@@ -134,9 +168,31 @@ class SABO(GaussianSearch):
         mu_hat, sigma2_hat = self._mu + delta_mu, sigma2 / ratio
         self._require_finite(perturbed_mean=mu_hat, perturbed_covariance=sigma2_hat)
         self._mu_hat, self._sigma2_hat, self._phase = mu_hat, sigma2_hat, 1
+        moved = mahalanobis_norm(delta_mu, sigma2)
         self._stats["safeguard_perturbation"] += clamped > 0
         self._stats["safeguard_perturbation_coords"] += clamped
-        self._stats.update(lam=lam, rho=rho, perturbation_kl=kl_diag_gaussians(mu_hat, sigma2_hat, self._mu, sigma2))
+        self._stats["perturbation_mahalanobis_sum"] += moved
+        self._stats.update(lam=lam, rho=rho, kl_radius=radius, perturbation_mahalanobis=moved,
+                           perturbation_kl=kl_diag_gaussians(mu_hat, sigma2_hat, self._mu, sigma2))
+
+    def _check_settings(self, radius: float) -> None:
+        """Issue each :class:`SettingsWarning` once (see the module docstring)."""
+        bound = 0.5 * np.sqrt(self._dim)
+        if radius >= bound:
+            self._warn_once("radius", f"SABO's KL radius {radius:.3g} is >= sqrt(d)/2 = {bound:.3g}, outside the "
+                                      "paper's theorems (rho < sqrt(d)/2): the mean moves about that many standard "
+                                      "deviations per perturbation; see the README on choosing rho")
+        done = self._nit + 1
+        share = self._stats["safeguard_perturbation"] / done
+        if done >= SAFEGUARD_WARN_AFTER and share > SAFEGUARD_WARN_SHARE:
+            self._warn_once("safeguard", f"SABO's covariance safeguard acted in {share:.0%} of {done} perturbation "
+                                         f"rounds (more than {SAFEGUARD_WARN_SHARE:.0%}): rho (KL radius "
+                                         f"{radius:.3g}) is too large for this problem; see the README")
+
+    def _warn_once(self, category: str, message: str) -> None:
+        if category not in self._warned:
+            self._warned.add(category)
+            warnings.warn(message, SettingsWarning, stacklevel=4)  # the caller of tell()
 
     def _tell_update(self, u: np.ndarray) -> None:
         g, G = search_gradients(self._z, np.sqrt(self._sigma2_hat), u)     # eqs. (alg1_3), (alg1_4)

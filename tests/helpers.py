@@ -1,8 +1,7 @@
 """Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study."""
 import numpy as np
 
-import sabo
-from replication.config import RunConfig
+from replication.config import RunConfig, code_version
 
 
 def sphere(X):
@@ -25,7 +24,7 @@ def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=1
     return RunConfig(study="synthetic", setting=f"d{dim}_N{popsize}",
                      problem={"name": function, "dim": dim, "mu0": {"low": 0.0, "high": 1.0}},
                      method=method, params={"sigma0": 1.0, "popsize": popsize, **defaults, **params},
-                     seed=seed, budget={"max_iter": T}, code_version=sabo.__version__)
+                     seed=seed, budget={"max_iter": T}, code_version=code_version(method, params))
 
 
 def deterministic_part(record: dict) -> dict:

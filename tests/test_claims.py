@@ -1,11 +1,25 @@
-"""Claim checks of the synthetic report on hand-made curves, and the CI regression comparison."""
+"""Claim checks of the synthetic report on hand-made curves, the CI regression comparison, and the
+claims files themselves (verbatim quotes, disjoint ranges)."""
+import os
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from replication.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, check_against_expected, load_claims
+from replication.claims import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    check_against_expected,
+    expected_file,
+    load_claims,
+    parse_interval,
+)
 from replication.storage import write_json
 from replication.synthetic.report import CHECKERS, CLAIMS_FILE, Context, Group
 
+ROOT = Path(__file__).resolve().parents[1]
 NIT = np.arange(0, 1001, 10, dtype=float)
 
 
@@ -44,13 +58,17 @@ def test_converges_and_fails_checks():
     assert CHECKERS["fails"]({"methods": ["mmes"]}, c)[0] == NOT_RUN
 
 
-def test_iteration_ratio_measures_relative_speed():
-    c = ctx(group("sabo", 2.0), group("ingo", 3.0))
-    verdict, _, measured = CHECKERS["iteration_ratio"]({"a": "sabo", "b": "ingo", "low": 1.0, "high": 2.0}, c)
+def test_iteration_ratio_measures_relative_speed_per_iteration_and_per_evaluation():
+    sabo = group("sabo", 2.0)
+    sabo.curves = [(nit, 2 * nfev, e) for nit, nfev, e in sabo.curves]  # two rounds per iteration
+    c = ctx(sabo, group("ingo", 3.0))
+    verdict, _, measured, _ = CHECKERS["iteration_ratio"]({"a": "sabo", "b": "ingo", "range": "(1, 2]"}, c)
     ratio = float(measured.split("median ratio ")[1].split(")")[0])
+    per_eval = float(measured.split("per evaluation: ")[1].split("(median ")[1].split(")")[0])
     assert verdict == REPRODUCED and ratio == pytest.approx(1.5, abs=0.05)  # 3/2 decades per iteration
-    verdict, _, _ = CHECKERS["iteration_ratio"]({"a": "sabo", "b": "ingo", "low": 0.0, "high": 1.0}, c)
-    assert verdict == NOT_REPRODUCED
+    assert per_eval == pytest.approx(3.0, abs=0.1)
+    verdict, _, _, reason = CHECKERS["iteration_ratio"]({"a": "sabo", "b": "ingo", "range": "[0, 1)"}, c)
+    assert verdict == NOT_REPRODUCED and "0 of 1 cases in [0, 1)" in reason
 
 
 def test_lower_final_error_and_progress_between():
@@ -62,7 +80,7 @@ def test_lower_final_error_and_progress_between():
 
 def test_partial_coverage_is_stated():
     c = Context({("s", "f", "ingo"): group("ingo", 3)}, ["s", "t"], ["f"])
-    _, _, measured = CHECKERS["converges"]({"methods": ["ingo"]}, c)
+    _, _, measured, _ = CHECKERS["converges"]({"methods": ["ingo"]}, c)
     assert "only 1 of 2 cases run" in measured
 
 
@@ -78,5 +96,58 @@ def test_regression_against_expected(tmp_path):
     verdicts = [{"id": "a", "verdict": REPRODUCED, "measurement": ""},
                 {"id": "b", "verdict": NOT_REPRODUCED, "measurement": "1/2 cases"},
                 {"id": "c", "verdict": NOT_REPRODUCED, "measurement": ""}]
-    assert check_against_expected(verdicts, expected) == ["b: not reproduced (1/2 cases)"]
-    assert check_against_expected(verdicts[:1], expected) == ["b: no longer evaluated"]
+    assert check_against_expected({"claims": verdicts}, expected) == ["b: not reproduced (1/2 cases)"]
+    assert check_against_expected({"claims": verdicts[:1]}, expected) == ["b: no longer evaluated"]
+
+
+def test_score_regression_against_expected(tmp_path):
+    """A score may drop by at most the recorded tolerance; a score that disappeared is a regression."""
+    expected = tmp_path / "expected.json"
+    outcome = {"claims": [], "scores": {"x": 80.0, "y": 50.0}, "score_tolerance": 3.0}
+    write_json(expected, expected_file("ci", outcome))
+    assert check_against_expected({"claims": [], "scores": {"x": 77.0, "y": 90.0}}, expected) == []
+    assert check_against_expected({"claims": [], "scores": {"x": 76.9, "y": 50.0}}, expected) == [
+        "x: 76.90, recorded 80.00 (tolerance 3)"]
+    assert check_against_expected({"claims": [], "scores": {"y": float("nan")}}, expected) == [
+        "x: no score any more (recorded 80.00)", "y: nan, recorded 50.00 (tolerance 3)"]
+
+
+def _paper_tex() -> str:
+    """The paper's LaTeX: $SABO_PAPER_TEX, or the project's shared copy next to the repository."""
+    candidates = [os.environ.get("SABO_PAPER_TEX", ""), ROOT.parent / "shared" / "paper" / "sabo-paper.tex",
+                  Path("/work/shared/paper/sabo-paper.tex")]
+    for path in candidates:
+        if path and Path(path).is_file():
+            return Path(path).read_text()
+    pytest.skip("the paper's LaTeX is not on this machine (set SABO_PAPER_TEX to check the quotes)")
+
+
+def _plain(text: str) -> str:
+    """LaTeX reduced to words: markup commands dropped (their arguments kept), references and
+    citations removed, math delimiters and braces dropped, whitespace and case normalised."""
+    text = re.sub(r"\\(?:textit|textbf|emph|text|mathrm|underline)\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\(?:cite|ref|label)\{[^{}]*\}", "", text)
+    text = re.sub(r"[${}]", "", re.sub(r"[\\~]", " ", text))
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+@pytest.mark.parametrize("claims_file", sorted(ROOT.glob("replication/*/claims.yaml")), ids=lambda p: p.parent.name)
+def test_every_statement_quotes_the_paper_verbatim(claims_file):
+    """Each stretch of a statement between '...' (omission) and '[...]' (our insertion) is in the paper's
+    text word for word; how a claim reads a table or figure goes in `reading`, not in the quote."""
+    paper = _plain(_paper_tex())
+    for claim in load_claims(claims_file):
+        stretches = [s for s in re.split(r"\.\.\.|\[[^\]]*\]", claim["statement"]) if s.strip(" .,")]
+        assert stretches, claim["id"]
+        for stretch in stretches:
+            assert _plain(stretch).strip(" .,") in paper, f"{claim['id']}: not verbatim in the paper: {stretch!r}"
+
+
+def test_mutually_exclusive_rate_claims_have_disjoint_ranges():
+    """'slightly slower' and 'faster in some cases' must not both hold for one ratio (they shared 1.00)."""
+    by_id = {c["id"]: c["check"] for c in load_claims(CLAIMS_FILE)}
+    slower = parse_interval(by_id["sabo_slightly_slower_than_ingo"]["range"])
+    faster = parse_interval(by_id["sabo_faster_than_ingo_on_levy_special_cases"]["range"])
+    for ratio in np.linspace(0, 3, 3001):
+        assert not (slower(ratio) and faster(ratio)), ratio
+    assert slower(1.5) and faster(0.5) and not slower(1.0) and not faster(1.0)

@@ -5,9 +5,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from helpers import deterministic_part, small_config
 
 from replication.config import RunConfig
@@ -51,6 +53,21 @@ def test_same_problem_seed_for_every_method_and_distinct_optimizer_seeds():
     assert a.optimizer_seed() != b.optimizer_seed()
     assert small_config("sabo", seed=1).problem_seed() != a.problem_seed()
     assert RunConfig.from_dict(a.to_dict()).hash == a.hash
+
+
+def test_a_method_revision_reruns_only_that_methods_runs(monkeypatch):
+    """Bumping MMES's ``revision`` changes the identity of MMES runs (including runs under another label
+    with ``optimizer: mmes``) and of no other method's."""
+    import baselines
+    from replication.image.study import configs
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params["image"]["methods"]["mmes_variant"] = {"optimizer": "mmes"}
+    before = {c.hash: c for c in configs(params)}
+    monkeypatch.setattr(baselines.REGISTRY["mmes"], "revision", baselines.REGISTRY["mmes"].revision + 1)
+    changed = {c.method for c in configs(params) if c.hash not in before}
+    unchanged = {c.method for c in before.values()} - changed
+    assert changed == {"mmes", "mmes_variant"} and {"sabo", "ingo", "cmaes", "bes"} <= unchanged
 
 
 def test_overflowing_objective_ends_the_run_as_diverged(tmp_path, monkeypatch):

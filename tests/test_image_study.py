@@ -2,13 +2,15 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 pytest.importorskip("umap")  # the `image` extra, installed by the dev extra
+from replication import rho_readings
 from replication.cli import main
 from replication.config import expand_grid
-from replication.image.report import select
+from replication.image.report import cell_text, cells, select
 from replication.image.study import configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +45,8 @@ def test_full_profile_has_the_papers_grid():
     assert {len(v) for k, v in per_cell.items() if k[2] == "bes"} == {12}
     assert {len(v) for k, v in per_cell.items() if k[2] == "ingo"} == {4}
     assert {len(v) for k, v in per_cell.items() if k[2] == "sabo_small_rho"} == {12}
-    assert len(cfgs) == 2 * 5 * (1 + 1 + 12 + 4 + 16 + 12) * 3
+    assert {len(v) for k, v in per_cell.items() if k[2] == "sabo_inverse"} == {16}
+    assert len(cfgs) == 2 * 5 * (1 + 1 + 12 + 4 + 16 + 16 + 12) * 3
     assert all(c.problem["name"] == "digits_stand_in" for c in cfgs)  # the offline default
 
 
@@ -64,11 +67,45 @@ def test_cost_follows_the_optimizer_a_method_runs_not_its_label():
     assert any(c.method == "sabo_small_rho" for c in cfgs) and all(cost(c) > 0 for c in cfgs)
 
 
+def _slot(lr, val, test, diverged=0):
+    return {"params": {"lr": lr}, "val": val, "test": test, "nfev": [100] * len(val), "diverged": diverged}
+
+
 def test_selection_uses_validation_not_test():
-    cell = {"a": {"params": {"lr": 1}, "val": [0.9, 0.8], "test": [0.5, 0.5]},
-            "b": {"params": {"lr": 2}, "val": [0.1, 0.2], "test": [0.9, 0.9]}}
+    cell = {"a": _slot(1, [0.9, 0.8], [0.5, 0.5]), "b": _slot(2, [0.1, 0.2], [0.9, 0.9])}
     assert select(cell, "val")["params"] == {"lr": 1} and select(cell, "val")["mean"] == pytest.approx(50.0)
     assert select(cell, "test")["params"] == {"lr": 2}
+
+
+def _record(status, curve, lr=1.0, seed=0):
+    return {"config": {"study": "image", "setting": "d100", "method": "sabo", "seed": seed, "code_version": "x",
+                       "problem": {"name": "digits_stand_in", "d_tilde": 10, "noise_rate": 0.0},
+                       "params": {"lr": lr}, "budget": {"max_iter": 4}},
+            "result": {"status": status, "curve": curve, "final": {k: v[-1] for k, v in curve.items()}}}
+
+
+def test_a_diverged_run_is_reported_as_diverged_not_as_zero_accuracy():
+    """A diverged seed enters no mean; its configuration ranks below fully completed ones; the cell says so."""
+    curve = {"nit": [0, 2, 4], "nfev": [0, 400, 800], "val_accuracy": [0.1, 0.5, 0.6], "test_accuracy": [0.1, 0.5, 0.7]}
+    records = [_record("completed", curve, seed=0), _record("diverged", curve, seed=1),
+               _record("completed", {**curve, "val_accuracy": [0.1, 0.2, 0.3]}, lr=2.0)]
+    (cell,) = cells(records).values()
+    best = select(cell, "val")
+    assert best["params"] == {"lr": 2.0}  # lr=1's better validation does not outrank its diverged seed
+    lr1 = select({k: v for k, v in cell.items() if '"lr":1.0' in k}, "val")
+    assert lr1["mean"] == pytest.approx(70.0) and lr1["diverged"] == 1 and lr1["seeds"] == 2
+    assert cell_text(lr1) == "70.00 ± 0.00 (1/2 seeds diverged)"
+    all_diverged = select(cells([_record("diverged", curve)])[("d100", 0.0, "sabo")], "val")
+    assert np.isnan(all_diverged["mean"]) and cell_text(all_diverged) == "diverged (1/1 seeds)"
+
+
+def test_equal_evaluations_read_the_last_curve_point_within_the_budget():
+    curve = {"nit": [0, 2, 4], "nfev": [0, 400, 800], "val_accuracy": [0.1, 0.5, 0.6], "test_accuracy": [0.1, 0.5, 0.7]}
+    (cell,) = cells([_record("completed", curve)], max_nfev=799).values()
+    (slot,) = cell.values()
+    assert slot["test"] == [0.5] and slot["nfev"] == [400]
+    (cell,) = cells([_record("completed", curve)], max_nfev=800).values()
+    assert next(iter(cell.values()))["test"] == [0.7]
 
 
 def test_stand_in_study_end_to_end(tmp_path, monkeypatch):
@@ -93,4 +130,9 @@ def test_stand_in_study_end_to_end(tmp_path, monkeypatch):
     assert "digits stand-in for Fashion-MNIST" in md and "paper 76.68" in md
     assert (out / "figures" / "noisy_labels.png").exists()
     claims = json.loads((out / "noisy_labels_claims.json").read_text())
-    assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 4
+    assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 6
+    assert all(c["reason"] for c in claims["claims"] if c["verdict"] == "not reproduced")
+    assert "## The rho question" in md and "Selected test accuracy (%) at equal evaluations" in md
+    sizes = rho_readings.measured(records, {"sabo", "sabo_variant"})
+    moved = {rho: np.median(v["moved"]) for (m, rho, _), v in sizes.items()}
+    assert set(moved) == {1.0, 100.0, 0.5} and moved[100.0] > 20 * moved[1.0]  # about rho standard deviations

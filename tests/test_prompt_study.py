@@ -44,7 +44,7 @@ def with_profile(name, **prompt_overrides):
 # -- configs ------------------------------------------------------------------------------------
 def test_gpu_profile_is_the_papers_grid():
     cs = study.configs(with_profile("gpu"))
-    grid = {"cmaes": 1, "mmes": 1, "bes": 12, "ingo": 4, "sabo": 16}
+    grid = {"cmaes": 1, "mmes": 1, "bes": 12, "ingo": 4, "sabo": 16, "sabo_inverse": 16, "sabo_small_rho": 12}
     per_task = 3 * sum(grid.values()) * 3 + 1           # dims x configurations x seeds + zero-shot
     assert len(cs) == 6 * per_task
     assert len({c.hash for c in cs}) == len(cs)
@@ -55,6 +55,7 @@ def test_gpu_profile_is_the_papers_grid():
                    for c in runs)
     sabo_rhos = {c.params["rho"] for c in cs if c.method == "sabo"}
     assert sabo_rhos == {10.0, 50.0, 100.0, 500.0}
+    assert {c.params["rho_reading"] for c in cs if c.method == "sabo_inverse"} == {"inverse"}
     zero = [c for c in cs if c.method == study.ZERO_SHOT]
     assert sorted(c.problem["name"] for c in zero) == sorted(PARAMS["prompt"]["profiles"]["gpu"]["tasks"])
     assert all(c.budget == {"max_iter": 0} and c.problem["dim"] == 0 and c.params == {} for c in zero)

@@ -1,6 +1,8 @@
 """SABO's two-round ask/tell behaviour, consistency with INGO, convergence and schedules (the generic
 ask/tell contract, save/restore and bad input: tests/test_protocol.py)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import drive, sphere
@@ -141,3 +143,67 @@ def test_schedule_mappings_as_in_config_files():
         as_schedule("rho", {"kind": "cosine"})
     with pytest.raises(ValueError, match="invalid fields for schedule 'inv_sqrt'"):
         as_schedule("rho", {"kind": "inv_sqrt", "c": 1})
+
+
+def _run(opt, iterations, fun=ellipsoid):
+    while opt.nit < iterations:
+        X = opt.ask()
+        opt.tell(X, fun(X))
+    return opt
+
+
+def test_inverse_reading_is_the_paper_reading_at_one_over_rho():
+    """rho_reading="inverse" with rho is eq. (sec31_5) with radius 1/rho: identical trajectories."""
+    x0, kw = np.linspace(-1, 1, 8), {"popsize": 10, "lr": 0.2, "seed": 5}
+    inverse = _run(SABO(x0, rho=4.0, rho_reading="inverse", **kw), 15)
+    paper = _run(SABO(x0, rho=0.25, **kw), 15)
+    assert np.array_equal(inverse.mean, paper.mean) and np.array_equal(inverse.sigma2, paper.sigma2)
+    assert inverse.stats["kl_radius"] == 0.25 and inverse.stats["rho"] == 4.0
+    with pytest.raises(ValueError, match="rho_reading"):
+        SABO(x0, rho_reading="inverted")
+
+
+@pytest.mark.parametrize("reading,rho", [("paper", 0.3), ("inverse", 5.0)])
+def test_perturbation_size_statistics(reading, rho):
+    """stats["perturbation_mahalanobis"] is ||Sigma^{-1/2} delta_mu|| of the round just told; the closed
+    form bounds it by sqrt(2) radius; the sum over iterations is kept for the mean."""
+    opt = SABO(np.full(6, 2.0), sigma0=np.linspace(0.5, 1.0, 6), popsize=12, rho=rho, rho_reading=reading, seed=1)
+    total = 0.0
+    for _ in range(5):
+        X = opt.ask()
+        opt.tell(X, ellipsoid(X))
+        moved = np.sqrt(np.sum((opt.perturbed_mean - opt.mean) ** 2 / opt.sigma2))
+        assert opt.stats["perturbation_mahalanobis"] == pytest.approx(moved, rel=1e-12)
+        assert 0.0 < moved <= np.sqrt(2.0) * opt.stats["kl_radius"] * (1 + 1e-12)
+        total += moved
+        X = opt.ask()
+        opt.tell(X, ellipsoid(X))
+    assert opt.stats["perturbation_mahalanobis_sum"] == pytest.approx(total, rel=1e-12)
+
+
+def test_radius_outside_the_theorems_warns_once():
+    """The theorems assume rho < sqrt(d)/2 (= 2 at d = 16): 2 warns (once), 1.9 does not."""
+    x0 = np.zeros(16)
+    with pytest.warns(sabo.SettingsWarning, match=r"sqrt\(d\)/2 = 2") as caught:
+        _run(SABO(x0, rho=2.0, popsize=8, seed=0, precision_floor=1e-9), 3, fun=sphere)
+    assert sum("sqrt(d)/2" in str(w.message) for w in caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sabo.SettingsWarning)
+        _run(SABO(x0, rho=1.9, popsize=8, seed=0, precision_floor=1e-9), 3, fun=sphere)
+
+
+def test_frequent_safeguard_warns_and_an_error_filter_leaves_a_consistent_optimizer():
+    """rho = 1 on a 10-d sphere (the library's old default) clamps in most perturbation rounds; rho = 0.01
+    never does. A filter that turns the warning into an error raises after the state is committed."""
+    small = _run(SABO(np.ones(10), rho=0.01, seed=0), 40, fun=sphere)
+    assert small.stats["safeguard_perturbation"] == 0
+    opt = SABO(np.ones(10), rho=1.0, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sabo.SettingsWarning)
+        with pytest.raises(sabo.SettingsWarning, match="safeguard acted in"):
+            _run(opt, 40, fun=sphere)
+    assert opt.phase == 1 and opt.nit >= sabo.sabo.SAFEGUARD_WARN_AFTER - 1
+    assert opt.stats["safeguard_perturbation"] > sabo.sabo.SAFEGUARD_WARN_SHARE * (opt.nit + 1)
+    X = opt.ask()  # the told round stands: the update round follows
+    opt.tell(X, sphere(X))
+    assert opt.phase == 0

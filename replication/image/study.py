@@ -24,8 +24,7 @@ from __future__ import annotations
 import functools
 import os
 
-import sabo
-from replication.config import RunConfig, method_params
+from replication.config import RunConfig, code_version, method_params
 from replication.studies import active_profile
 
 STUDY = "image"
@@ -68,7 +67,7 @@ def configs(params: dict) -> list[RunConfig]:
                         out.append(RunConfig(study=STUDY, setting=setting, problem=problem, method=method,
                                              params=opt_params, seed=int(seed),
                                              budget={"max_iter": int(prof["iterations"])},
-                                             code_version=sabo.__version__))
+                                             code_version=code_version(method, opt_params)))
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 import baselines
-from replication import figures
+from replication import figures, rho_readings
 from replication.claims import (
     NOT_REPRODUCED,
     NOT_RUN,
@@ -221,6 +221,32 @@ def _cell_table(selected, tasks, settings, methods, fmt) -> list[str]:
     return lines
 
 
+def rho_section(p: dict, records: list[dict]) -> list[str]:
+    """"The rho question": the perturbation size of every SABO reading in ``prompt.methods`` at each d,
+    predicted on the CPU (no run needed), and measured from the records when there are any."""
+    variants = rho_readings.sabo_variants(p["methods"])
+    dims = sorted(int(d) for d in p["dims"].values())
+    rows = [(m, reading, float(rho), d, rho_readings.predicted(d, int(p["popsize"]), float(p["sigma0"]), rho, reading))
+            for m, reading in variants.items() for rho in p["methods"][m]["rho"] for d in dims]
+    md = ["## The rho question: SABO's perturbation under each reading of rho", "",
+          "The closed form as printed (eq. sec31_5) moves the mean about rho standard deviations; the paper's "
+          "theorems assume rho < sqrt(d)/2. The `gpu` profile runs the paper's grid under the printed reading "
+          "(`sabo`), under the inverse reading (`sabo_inverse`, KL radius 1/rho) and the printed reading on "
+          "rho <= 1 (`sabo_small_rho`); their rows in Table 1 and their claims above answer which reading "
+          "reproduces the paper.", "",
+          f"Predicted on the CPU, without a run: one perturbation round at mu_0 = 0 with N = {p['popsize']} and "
+          f"Sigma_0 = {float(p['sigma0']) ** 2:g} I on a flat objective with noisy values (i.i.d. N(0, 1), the "
+          "regime of a first iteration on a noisy loss); mean over 5 seeds, and the share of seeds in which the "
+          "safeguard acted.", "", *rho_readings.sizes_table(rows, figures.method_label), ""]
+    sizes = rho_readings.measured(records, variants)
+    if sizes:
+        measured = [(m, variants[m], rho, d, v) for (m, rho, d), v in sorted(sizes.items())]
+        md += ["Measured in the runs: per run, the mean over iterations of ||Sigma^-1/2 delta_mu|| and the share of "
+               "iterations with a safeguard activation; median (range) over runs.", "",
+               *rho_readings.sizes_table(measured, figures.method_label), ""]
+    return md
+
+
 def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> dict:
     p = params["prompt"]
     profile = p["profile"]
@@ -275,6 +301,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     md += ["## Table 2: against local Bayesian optimisation", "",
            *_table(selected, table2, zero, paper["zero_shot"], TABLE2_METHODS, settings, tasks, reasons), ""]
     md += ["Why cells are empty:", "", *reasons.legend(), ""]
+    md += rho_section(p, records)
     if selected:
         methods = TABLE1_METHODS + extra
         md += [f"## Selected hyperparameters (mean dev metric %, rule {rule})", "",

@@ -34,8 +34,7 @@ import functools
 import os
 from pathlib import Path
 
-import sabo
-from replication.config import RunConfig, content_hash, method_params
+from replication.config import RunConfig, code_version, content_hash, method_params
 from replication.errors import ResourceUnavailable
 from replication.studies import active_profile
 
@@ -95,7 +94,8 @@ def configs(params: dict) -> list[RunConfig]:
         if prof["seeds"]:
             seed = int(prof["seeds"][0])  # the test set does not depend on the seed: one evaluation
             out.append(RunConfig(study=STUDY, setting=ZERO_SHOT, problem=_problem(p, task, 0), method=ZERO_SHOT,
-                                 params={}, seed=seed, budget={"max_iter": 0}, code_version=sabo.__version__))
+                                 params={}, seed=seed, budget={"max_iter": 0},
+                                 code_version=code_version(ZERO_SHOT, {})))
         for setting, dim in p["dims"].items():
             if setting not in prof.get("dims", list(p["dims"])):
                 continue
@@ -105,7 +105,7 @@ def configs(params: dict) -> list[RunConfig]:
                     for seed in prof["seeds"]:
                         out.append(RunConfig(study=STUDY, setting=setting, problem=_problem(p, task, dim),
                                              method=method, params=opt_params, seed=int(seed), budget=budget,
-                                             code_version=sabo.__version__))
+                                             code_version=code_version(method, opt_params)))
     return out
 
 

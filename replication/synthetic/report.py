@@ -16,6 +16,7 @@ from replication.claims import (
     count_line,
     evaluate,
     load_claims,
+    parse_interval,
     render_markdown,
     write_report,
 )
@@ -75,12 +76,20 @@ class Group:
 
     def iterations_to(self, decades: float) -> float:
         """Median over seeds of the first recorded iteration with log10(E/E0) <= -decades (inf if never)."""
-        its = []
-        for nit, _, e in self.curves:
+        return self._first_hit(decades, 0)
+
+    def evaluations_to(self, decades: float) -> float:
+        """As :meth:`iterations_to`, in function evaluations."""
+        return self._first_hit(decades, 1)
+
+    def _first_hit(self, decades: float, column: int) -> float:
+        out = []
+        for curve in self.curves:
+            e = curve[2]
             with np.errstate(divide="ignore", invalid="ignore"):
                 hit = np.flatnonzero(np.log10(e / e[0]) <= -decades)
-            its.append(nit[hit[0]] if hit.size else np.inf)
-        return float(np.median(its))
+            out.append(curve[column][hit[0]] if hit.size else np.inf)
+        return float(np.median(out))
 
 
 def group_records(records: list[dict]) -> dict[tuple, Group]:
@@ -143,10 +152,15 @@ def _convergence(check, ctx, expect_converged: bool):
     if expect_converged:
         worst = max(groups, key=lambda g: g.median_decades())
         meas += f"; smallest reduction {worst.label} ({worst.median_decades():+.1f} decades)"
+    reason = ""
     if wrong:
         meas += (f"; {'not converged' if expect_converged else 'converged'}: "
                  + ", ".join(f"{g.label} ({g.median_decades():+.1f} decades)" for g in wrong[:6]))
-    return _verdict(not wrong), op, meas + ctx.coverage(check, check["methods"], groups)
+        nearest = min(wrong, key=lambda g: abs(g.median_decades() + CONVERGED_DECADES))
+        reason = (f"{len(wrong)} of {len(groups)} cases {'did not converge' if expect_converged else 'converged'}; "
+                  f"nearest to the {CONVERGED_DECADES:g}-decade threshold: {nearest.label} "
+                  f"{nearest.median_decades():+.1f} decades")
+    return _verdict(not wrong), op, meas + ctx.coverage(check, check["methods"], groups), reason
 
 
 def check_converges(check, ctx):
@@ -166,7 +180,8 @@ def check_diverges(check, ctx):
     ok = [g for g in groups if g.diverged()]
     meas = f"{len(ok)}/{len(groups)} cases diverge; median decades: " + ", ".join(
         f"{g.function}@{g.setting} {g.median_decades():+.1f}" for g in groups[:10])
-    return _verdict(len(ok) == len(groups)), op, meas + ctx.coverage(check, check["methods"], groups)
+    reason = f"{len(groups) - len(ok)} of {len(groups)} cases end below their initial error without overflowing"
+    return _verdict(len(ok) == len(groups)), op, meas + ctx.coverage(check, check["methods"], groups), reason
 
 
 def check_progress_between(check, ctx):
@@ -177,16 +192,19 @@ def check_progress_between(check, ctx):
         return NOT_RUN, op, "no runs"
     ok = [g for g in groups if lo <= -g.median_decades() <= hi]
     meas = "reductions: " + ", ".join(f"{g.label} {-g.median_decades():.2f}" for g in groups)
-    return _verdict(len(ok) == len(groups)), op, meas + ctx.coverage(check, check["methods"], groups)
+    outside = [g for g in groups if g not in ok]
+    reason = (f"{len(outside)} of {len(groups)} cases outside [{lo:g}, {hi:g}] decades: "
+              + ", ".join(f"{g.label} {-g.median_decades():.2f}" for g in outside[:4]))
+    return _verdict(len(ok) == len(groups)), op, meas + ctx.coverage(check, check["methods"], groups), reason
 
 
 def check_iteration_ratio(check, ctx):
-    a, b, lo, hi = check["a"], check["b"], check["low"], check["high"]
+    a, b, inside = check["a"], check["b"], parse_interval(check["range"])
     need = check.get("min_fraction", 1.0)
     op = (f"iterations of {a} / iterations of {b} to the same error reduction (half the smaller of the two "
-          f"median reductions) in [{lo:g}, {hi:g}] in >= {need:.0%} of cases where both gain >= 1 decade "
-          f"({_scope(check)})")
-    ratios = []
+          f"median reductions) in {inside.text} in >= {need:.0%} of cases where both gain >= 1 decade "
+          f"({_scope(check)}); per function evaluation shown beside it")
+    ratios = []  # (case, per iteration, per evaluation)
     for s, f in ctx.cases(check):
         ga, gb = ctx.groups.get((s, f, a)), ctx.groups.get((s, f, b))
         if ga is None or gb is None:
@@ -195,14 +213,19 @@ def check_iteration_ratio(check, ctx):
         if min(da, db) < CONVERGED_DECADES:
             continue
         target = 0.5 * min(da, db)
-        ratios.append((f"{f}@{s}", ga.iterations_to(target) / gb.iterations_to(target)))
+        ratios.append((f"{f}@{s}", ga.iterations_to(target) / gb.iterations_to(target),
+                       ga.evaluations_to(target) / gb.evaluations_to(target)))
     if not ratios:
         return NOT_RUN, op, "no case where both methods ran and gained >= 1 decade"
-    inside = [r for _, r in ratios if lo <= r <= hi]
-    frac = len(inside) / len(ratios)
-    meas = (f"{len(inside)}/{len(ratios)} cases in range (median ratio {np.median([r for _, r in ratios]):.2f}); "
-            + ", ".join(f"{k} {r:.2f}" for k, r in ratios))
-    return _verdict(frac >= need), op, meas
+    held = [r for _, r, _ in ratios if inside(r)]
+    held_evals = [e for _, _, e in ratios if inside(e)]
+    per_iter, per_eval = np.median([r for _, r, _ in ratios]), np.median([e for _, _, e in ratios])
+    meas = (f"per iteration: {len(held)}/{len(ratios)} cases in range (median ratio {per_iter:.2f}); "
+            f"per evaluation: {len(held_evals)}/{len(ratios)} (median {per_eval:.2f}); "
+            + ", ".join(f"{k} {r:.2f} ({e:.2f}/eval)" for k, r, e in ratios))
+    reason = (f"{len(held)} of {len(ratios)} cases in {inside.text}, {need:.0%} needed; median ratio {per_iter:.2f} "
+              f"per iteration, {per_eval:.2f} per evaluation")
+    return _verdict(len(held) / len(ratios) >= need), op, meas, reason
 
 
 def check_lower_final_error(check, ctx):
@@ -222,7 +245,8 @@ def check_lower_final_error(check, ctx):
     wins = sum(ok for _, ok in comparisons)
     losses = [k for k, ok in comparisons if not ok]
     meas = f"{wins}/{len(comparisons)} comparisons hold" + (f"; fails: {', '.join(losses[:6])}" if losses else "")
-    return _verdict(wins / len(comparisons) >= need), op, meas
+    reason = f"{wins} of {len(comparisons)} comparisons hold ({wins / len(comparisons):.0%}), {need:.0%} needed"
+    return _verdict(wins / len(comparisons) >= need), op, meas, reason
 
 
 CHECKERS = {

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import sabo
-from replication.config import RunConfig
+from replication.config import RunConfig, code_version
 from replication.studies import active_profile
 
 from .functions import FUNCTIONS
@@ -70,7 +69,7 @@ def configs(params: dict) -> list[RunConfig]:
                 for seed in prof["seeds"]:
                     out.append(RunConfig(study=STUDY, setting=setting, problem=problem, method=method,
                                          params=opt_params, seed=int(seed), budget={"max_iter": int(T)},
-                                         code_version=sabo.__version__))
+                                         code_version=code_version(method, opt_params)))
     return out
 
 
