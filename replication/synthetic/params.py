@@ -29,6 +29,8 @@ Number = Annotated[FiniteFloat, rule("must be a finite number")]
 class SyntheticProfile(Section):
     seeds: Seeds
     iterations: dict[Name, PosInt]     # setting -> T
+    # methods of synthetic.extra_methods this profile also runs, each at the settings listed
+    extra_methods: dict[Name, NameList] = None
 
 
 class SyntheticSetting(Section):
@@ -57,6 +59,8 @@ class SyntheticParams(StudySection):
     mu0: Mu0
     sigma0: PositiveFloat
     methods: methods_field(lists=False)
+    # methods outside the paper's study, run only by the profiles that name them (extra_methods)
+    extra_methods: methods_field(lists=False) = {}
 
     def checks(self):
         from replication.synthetic.functions import FUNCTIONS
@@ -74,5 +78,17 @@ class SyntheticParams(StudySection):
                 yield where, self.active.iterations[setting], (f"setting {setting!r} has no horizon: "
                                                                "synthetic.profiles.full.iterations must name it")
 
+        for method, settings in (self.active.extra_methods or {}).items():
+            where = ("profiles", self.profile, "extra_methods", method)
+            if method not in self.extra_methods:
+                yield where, method, (f"is not defined under synthetic.extra_methods "
+                                      f"({', '.join(self.extra_methods) or 'none defined'})")
+            yield from references(where, settings, list(self.active.iterations),
+                                  f"a setting of profile {self.profile!r}'s iterations")
+        both = sorted(set(self.methods) & set(self.extra_methods))
+        if both:
+            yield ("extra_methods",), both, "names methods already under synthetic.methods"
+
     def names(self) -> dict[str, set[str]]:
-        return {"setting": set(self.settings), "method": set(self.methods), "function": set(self.functions)}
+        return {"setting": set(self.settings), "method": set(self.methods) | set(self.extra_methods),
+                "function": set(self.functions)}

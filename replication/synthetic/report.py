@@ -23,7 +23,7 @@ from replication.claims import (
 from replication.config import RunConfig
 from replication.engine import provenance_summary
 
-from .study import REPORT_NAME, configs
+from .study import REPORT_NAME, configs, methods_at, profile_methods
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 FUNCTION_LABELS = {"ellipsoid": "Ellipsoid", "l12_ellipsoid": "l_1/2-Ellipsoid",
@@ -313,7 +313,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     profile = p["profile"]
     prof = p["profiles"][profile]
     settings = list(prof["iterations"])
-    functions, methods = list(p["functions"]), list(p["methods"])
+    functions, methods = list(p["functions"]), profile_methods(p, prof)
     groups = group_records(records)
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
@@ -331,7 +331,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
             tracker.log_setting_artifacts("synthetic", setting, files[-2:])
 
     verdicts = evaluate(load_claims(CLAIMS_FILE), CHECKERS, Context(groups, settings, functions))
-    expected = len(settings) * len(functions) * len(methods) * len(prof["seeds"])
+    expected = len(configs(params))
     md = [
         "# Synthetic study (paper Section 5.1 and appendix, Figures 1-5)",
         "",
@@ -393,7 +393,8 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
         c = r["config"]
         wall[(c["setting"], c["method"])] += r["provenance"]["wall_time_s"] / 60.0
     for setting in settings:
-        md.append(f"| {setting} | " + " | ".join(f"{wall[(setting, m)]:.1f}" for m in methods) + " |")
+        md.append(f"| {setting} | " + " | ".join(f"{wall[(setting, m)]:.1f}" if m in methods_at(p, prof, setting)
+                                                 else "-" for m in methods) + " |")
     md += ["", "## Choices the paper leaves open", "",
            "- T per setting (table above) and the x-axis of the figures: we plot against iterations (as the paper's "
            "text discusses rates per iteration) and against evaluations.",

@@ -8,6 +8,10 @@ E = ||mu - x*||_2. The paper does not state T: it is set per setting and profile
 ``params.yaml`` and recorded in every config. In a method's parameters the string ``"T"``
 stands for the setting's horizon: its number of iterations in the full profile (so a reduced
 profile uses the same rho and its curves are prefixes of the full study's curves).
+
+``extra_methods`` are methods outside the paper's study (the BO baselines of its prompt
+study): a profile runs one only at the settings its own ``extra_methods`` lists, so the full
+profile, which lists none, is the paper's study.
 """
 from __future__ import annotations
 
@@ -51,6 +55,17 @@ def _substitute_horizon(value, T: int):
     return T if value == "T" else value
 
 
+def methods_at(p: dict, prof: dict, setting: str) -> dict:
+    """Method -> parameters of every method a profile ``prof`` runs at ``setting``."""
+    extra = {m: p["extra_methods"][m] for m, where in (prof.get("extra_methods") or {}).items() if setting in where}
+    return {**p["methods"], **extra}
+
+
+def profile_methods(p: dict, prof: dict) -> list[str]:
+    """Every method a profile runs at some setting: the paper's, then its extra methods."""
+    return [*p["methods"], *(prof.get("extra_methods") or {})]
+
+
 def configs(params: dict) -> list[RunConfig]:
     """Every run of the active profile: settings x functions x methods x seeds (narrowed by ``studies.select``)."""
     p = params[STUDY]
@@ -63,7 +78,7 @@ def configs(params: dict) -> list[RunConfig]:
         shape = p["settings"][setting]
         for function in p["functions"]:
             problem = {"name": function, "dim": int(shape["dim"]), "mu0": dict(p["mu0"])}
-            for method, mparams in p["methods"].items():
+            for method, mparams in methods_at(p, prof, setting).items():
                 opt_params = {"sigma0": p["sigma0"], "popsize": int(shape["popsize"]),
                               **_substitute_horizon(mparams, int(horizons[setting]))}
                 for seed in prof["seeds"]:
