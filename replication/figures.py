@@ -1,7 +1,19 @@
-"""Plot helpers shared by the studies' reports (matplotlib, headless)."""
+"""Plot helpers shared by the studies' reports (matplotlib, headless), made for papers.
+
+* Colours from the Okabe-Ito palette (Okabe and Ito 2008, "Color Universal Design"), which stays
+  distinguishable under the common colour-vision deficiencies, and a distinct marker and line
+  style per method, so that curves are told apart in grey-scale print too.
+* Labels in matplotlib mathtext (``$\\rho$``); :func:`method_label` gives the plain-text name for
+  tables.
+* One legend per figure, below the panels (:func:`save`), never over data; every panel has its
+  axis labels.
+* Every figure is written twice: a PNG for the Markdown reports and an SVG (vector) copy beside
+  it for papers, both without time stamps so that re-rendering the same data gives the same files.
+"""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import matplotlib
 
@@ -9,52 +21,109 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+matplotlib.rcParams["svg.hashsalt"] = "sabo-bench"  # stable element ids: identical data, identical SVG
+
+OKABE_ITO = {"black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
+             "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7",
+             "grey": "#999999"}
+
+#: method -> (plain-text label for tables, mathtext label for figures, colour, marker, line style)
 METHOD_STYLE = {
-    "sabo": ("SABO", "tab:red"),
-    "ingo": ("INGO", "tab:blue"),
-    "bes": ("BES", "tab:green"),
-    "cmaes": ("CMA-ES", "tab:purple"),
-    "mmes": ("MMES", "tab:orange"),
-    "sabo_small_rho": ("SABO, rho <= 1 (deviation)", "tab:brown"),
-    "sabo_inverse": ("SABO, radius 1/rho (deviation)", "tab:pink"),
-    "turbo": ("TuRBO-1", "tab:olive"),
-    "gibo": ("GIBO", "tab:cyan"),
-    "zero_shot": ("Zero-shot", "tab:gray"),
+    "sabo": ("SABO", "SABO", OKABE_ITO["vermillion"], "o", "-"),
+    "ingo": ("INGO", "INGO", OKABE_ITO["blue"], "s", "--"),
+    "bes": ("BES", "BES", OKABE_ITO["bluish green"], "^", "-."),
+    "cmaes": ("CMA-ES", "CMA-ES", OKABE_ITO["reddish purple"], "D", ":"),
+    "mmes": ("MMES", "MMES", OKABE_ITO["orange"], "v", (0, (5, 1, 1, 1))),
+    "sabo_small_rho": ("SABO, rho <= 1 (deviation)", r"SABO, $\rho \leq 1$ (deviation)", OKABE_ITO["black"], "P",
+                       (0, (3, 1))),
+    "sabo_inverse": ("SABO, radius 1/rho (deviation)", r"SABO, radius $1/\rho$ (deviation)", OKABE_ITO["sky blue"],
+                     "X", (0, (1, 1))),
+    "turbo": ("TuRBO-1", "TuRBO-1", OKABE_ITO["grey"], "*", (0, (6, 2))),
+    "gibo": ("GIBO", "GIBO", OKABE_ITO["yellow"], "h", (0, (2, 2, 6, 2))),
+    "zero_shot": ("Zero-shot", "Zero-shot", OKABE_ITO["grey"], "x", ":"),
 }
+_FALLBACK_MARKERS = ("p", "<", ">", "d", "H", "8")
 
 
 def method_label(method: str) -> str:
-    return METHOD_STYLE.get(method, (method, None))[0]
+    """The method's name in plain text (Markdown tables)."""
+    return METHOD_STYLE[method][0] if method in METHOD_STYLE else method
 
 
-def log_band(ax, curves: list[tuple[np.ndarray, np.ndarray]], method: str) -> None:
-    """Geometric mean over seeds (a line) and the min-max range (a band) of positive y values.
+def style(method: str) -> dict:
+    """Keyword arguments of ``Axes.plot`` for ``method``: mathtext label, colour, marker, line style.
 
-    Seeds share their x grid; a seed that stopped early (diverged) is padded with NaN and
-    drops out of the statistics from there on.
+    A method without an entry (e.g. one a user registered) gets matplotlib's next colour and a
+    marker chosen from its name, so it is still distinguishable."""
+    if method in METHOD_STYLE:
+        _, tex, color, marker, ls = METHOD_STYLE[method]
+        return {"label": tex, "color": color, "marker": marker, "linestyle": ls}
+    marker = _FALLBACK_MARKERS[sum(map(ord, method)) % len(_FALLBACK_MARKERS)]
+    return {"label": method, "marker": marker, "linestyle": "-"}
+
+
+def median_band(ax, curves: list[tuple[np.ndarray, np.ndarray]], method: str, *, markers: int = 8) -> None:
+    """The median over seeds (a line with ``markers`` markers) and the min-max range (a band) of
+    positive y values, for a log-scaled y axis.
+
+    Seeds share their x grid; a seed that stopped early (diverged) is padded with NaN and drops
+    out of the statistics from there on. Non-positive or non-finite values count as missing.
     """
-    label, color = METHOD_STYLE.get(method, (method, None))
     length = max(len(x) for x, _ in curves)
     x = next(x for x, _ in curves if len(x) == length)
-    logs = np.full((len(curves), length), np.nan)
+    ys = np.full((len(curves), length), np.nan)
     for i, (_, y) in enumerate(curves):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logs[i, : len(y)] = np.log10(np.where(np.asarray(y) > 0, y, np.nan))
-    logs[~np.isfinite(logs)] = np.nan
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns after a seed diverged
-        centre, low, high = np.nanmean(logs, 0), np.nanmin(logs, 0), np.nanmax(logs, 0)
-    ax.plot(x, 10**centre, color=color, label=label, lw=1.4)
-    ax.fill_between(x, 10**low, 10**high, color=color, alpha=0.2, lw=0)
+        y = np.asarray(y, dtype=float)
+        ys[i, : len(y)] = np.where(np.isfinite(y) & (y > 0), y, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns after every seed stopped
+        centre, low, high = np.nanmedian(ys, 0), np.nanmin(ys, 0), np.nanmax(ys, 0)
+    kw = style(method)
+    line, = ax.plot(x, centre, lw=1.4, ms=4, markevery=_mark_every(x, markers), **kw)
+    ax.fill_between(x, low, high, color=line.get_color(), alpha=0.18, lw=0)
+
+
+def _mark_every(x: np.ndarray, count: int):
+    """Indices of ``count`` points evenly spaced along a log axis (the grids are log-spaced)."""
+    x = np.asarray(x, dtype=float)
+    positive = np.flatnonzero(x > 0)
+    if positive.size <= count:
+        return None
+    targets = np.logspace(np.log10(x[positive[0]]), np.log10(x[-1]), count)
+    return sorted({int(np.argmin(np.abs(x - t))) for t in targets})
 
 
 def new_figure(ncols: int, title: str):
-    fig, axes = plt.subplots(1, ncols, figsize=(4.0 * ncols, 3.4), squeeze=False)
+    # at least 6.5 in wide: the title and the shared legend need the room even for one panel
+    fig, axes = plt.subplots(1, ncols, figsize=(max(3.6 * ncols, 6.5), 3.3), squeeze=False)
     fig.suptitle(title, fontsize=11)
     return fig, axes[0]
 
 
-def save(fig, path) -> None:
+def save(fig, path) -> list[Path]:
+    """Add the figure's one shared legend below the panels, write ``path`` (PNG) and its SVG copy,
+    close the figure; returns both paths."""
+    handles, labels = {}, []
+    for ax in fig.axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = h
+                labels.append(label)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if labels:
+        ncol = min(len(labels), max(1, int(fig.get_figwidth() / 2.1)))  # about 2.1 in per entry
+        rows = -(-len(labels) // ncol)
+        legend_in = 0.22 * rows + 0.1
+        height = fig.get_figheight()
+        top_in, bottom_in = (1 - fig.subplotpars.top) * height, fig.subplotpars.bottom * height
+        fig.set_figheight(height + legend_in)  # grow the figure: the panels keep their size
+        fig.subplots_adjust(top=1 - top_in / fig.get_figheight(),
+                            bottom=(bottom_in + legend_in) / fig.get_figheight())
+        fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=ncol, fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 0.0))
+    path = Path(path)
+    vector = path.with_suffix(".svg")
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(vector, metadata={"Date": None, "Creator": None})
     plt.close(fig)
+    return [path, vector]

@@ -304,22 +304,21 @@ def _ordering(table, method, baselines, settings, noise_rates, paper) -> str:
             f"{np.median(margins):+.2f} points{paper_text}")
 
 
-def plot(selected, settings, dims, noise_rates, methods, dataset_label, path) -> None:
+def plot(selected, settings, dims, noise_rates, methods, dataset_label, path) -> list[Path]:
+    """Accuracy against noise rate, one panel per dimension; returns the files written."""
     fig, axes = figures.new_figure(len(settings), f"Noisy labels, {dataset_label}\n"
                                                   "clean test accuracy, selected on validation, mean ± std over seeds")
     for ax, setting in zip(axes, settings):
         for m in methods:
             pts = [(r, selected[(setting, r, m)]) for r in noise_rates if (setting, r, m) in selected]
             if pts:
-                _, color = figures.METHOD_STYLE.get(m, (m, None))
                 ax.errorbar([100 * r for r, _ in pts], [s["mean"] for _, s in pts], yerr=[s["std"] for _, s in pts],
-                            label=figures.method_label(m), color=color, marker="o", ms=3, capsize=2, lw=1.2)
-        ax.set_title(f"d = {10 * dims[setting]}", fontsize=10)
+                            ms=4, capsize=2, lw=1.2, **figures.style(m))
+        ax.set_title(f"$d = {10 * dims[setting]}$", fontsize=10)
         ax.set_xlabel("noise rate (%)")
+        ax.set_ylabel("test accuracy (%)")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("test accuracy (%)")
-    axes[-1].legend(fontsize=8)
-    figures.save(fig, path)
+    return figures.save(fig, path)
 
 
 def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> dict:
@@ -340,10 +339,10 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     fig_path = fig_dir / "noisy_labels.png"
-    plot(selected, settings, p["dims"], noise_rates, methods, dataset_label, fig_path)
+    fig_files = plot(selected, settings, p["dims"], noise_rates, methods, dataset_label, fig_path)
     if tracker is not None:
         for s in settings:
-            tracker.log_setting_artifacts("image", s, [fig_path])
+            tracker.log_setting_artifacts("image", s, fig_files)
 
     variants = {m: reading for m, reading in rho_readings.sabo_variants(p["methods"]).items() if m in methods}
     sizes = rho_readings.measured(records, variants)
@@ -399,5 +398,5 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
                *_table(on_test, paper, s, noise_rates, methods, with_paper=False), ""]
     meta = {"profile": profile, "records": len(records), "runs": len(configs(params)), "dataset": names}
     scores = {f"{s}/noise {r:.0%}/{m}": v["mean"] for (s, r, m), v in sorted(selected.items())}
-    return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=[fig_path], scores=scores,
+    return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=fig_files, scores=scores,
                         score_tolerance=SCORE_TOLERANCE)

@@ -28,6 +28,7 @@ from .study import REPORT_NAME, configs, methods_at, profile_methods
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 FUNCTION_LABELS = {"ellipsoid": "Ellipsoid", "l12_ellipsoid": "l_1/2-Ellipsoid",
                    "different_powers": "Different Powers", "levy": "Levy"}
+FUNCTION_TEX = {"l12_ellipsoid": "$l_{1/2}$-Ellipsoid"}  # figure titles (mathtext)
 CONVERGED_DECADES, FLOOR_DECADES, STILL_IMPROVING = 1.0, 6.0, 0.1
 CLIP_ABOVE = 1e4  # figures cut the error axis at 1e4 E_0
 
@@ -261,25 +262,25 @@ CHECKERS = {
 
 # ---------------------------------------------------------------------- figures and tables
 def plot_setting(groups, setting: str, title: str, functions: list[str], methods: list[str], x: str,
-                 path: Path) -> None:
+                 path: Path) -> list[Path]:
+    """One panel per function: each method's median error over seeds with the min-max band; returns the files."""
     col = {"nit": 0, "nfev": 1}[x]
     fig, axes = figures.new_figure(len(functions), title)
     for ax, function in zip(axes, functions):
         for method in methods:
             g = groups.get((setting, function, method))
             if g is not None:
-                figures.log_band(ax, [(c[col], c[2]) for c in g.curves], method)
+                figures.median_band(ax, [(c[col], c[2]) for c in g.curves], method)
         ax.set_yscale("log")
         e0 = max((g.curves[0][2][0] for m in methods if (g := groups.get((setting, function, m)))), default=None)
         if e0 is not None and ax.get_ylim()[1] > CLIP_ABOVE * e0:
             ax.set_ylim(top=CLIP_ABOVE * e0)  # diverging curves would squash the others
-        ax.set_title(FUNCTION_LABELS.get(function, function), fontsize=10)
-        ax.set_xlabel("iterations" if x == "nit" else "function evaluations")
+        ax.set_title(FUNCTION_TEX.get(function, FUNCTION_LABELS.get(function, function)), fontsize=10)
+        ax.set_xlabel("iterations $t$" if x == "nit" else "function evaluations")
+        ax.set_ylabel(r"error $\|\mu - x^*\|_2$")
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("error ||mu - x*||")
-    axes[-1].legend(fontsize=8, loc="best")
-    figures.save(fig, path)
+    return figures.save(fig, path)
 
 
 def _fmt(v: float) -> str:
@@ -325,10 +326,10 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
             path = fig_dir / f"synthetic_{setting}{suffix}.png"
             shape = p["settings"][setting]
             title = f"Synthetic functions, d = {shape['dim']}, N = {shape['popsize']} ({profile} profile)"
-            plot_setting(groups, setting, title, functions, methods, x, path)
-            files.append(path)
+            written = plot_setting(groups, setting, title, functions, methods, x, path)
+            files += written
         if tracker is not None:
-            tracker.log_setting_artifacts("synthetic", setting, files[-2:])
+            tracker.log_setting_artifacts("synthetic", setting, files[-4:])
 
     verdicts = evaluate(load_claims(CLAIMS_FILE), CHECKERS, Context(groups, settings, functions))
     expected = len(configs(params))

@@ -1,0 +1,60 @@
+"""Report figures: median line with a min-max band, one shared legend outside the panels, distinct
+colour-blind-safe styles, and a vector copy written deterministically."""
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from replication import figures
+
+X = np.array([1.0, 2.0, 5.0, 10.0])
+
+
+def test_the_line_is_the_median_over_seeds_and_the_band_the_range():
+    """Seeds 1, 10, 1000: median 10, geometric mean 21.5 (above two of the three seeds)."""
+    fig, ax = plt.subplots()
+    curves = [(X, np.full(4, 1.0)), (X, np.full(4, 10.0)), (X, np.full(4, 1000.0))]
+    figures.median_band(ax, curves, "sabo")
+    (line,) = ax.get_lines()
+    assert np.allclose(line.get_ydata(), 10.0)
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == 1.0 and band.max() == 1000.0
+    plt.close(fig)
+
+
+def test_a_seed_that_stopped_drops_out_and_non_positive_values_are_missing():
+    fig, ax = plt.subplots()
+    figures.median_band(ax, [(X, [4.0, 4.0, 4.0, 4.0]), (X[:2], [2.0, 0.0])], "ingo")
+    (line,) = ax.get_lines()
+    assert np.allclose(line.get_ydata(), [3.0, 4.0, 4.0, 4.0])
+    plt.close(fig)
+
+
+def test_every_known_method_has_its_own_colour_marker_and_line_style():
+    styles = [figures.style(m) for m in figures.METHOD_STYLE if m != "zero_shot"]
+    assert len({s["marker"] for s in styles}) == len(styles)
+    assert len({(s["color"], str(s["linestyle"])) for s in styles}) == len(styles)
+    assert set(s["color"] for s in styles) <= set(figures.OKABE_ITO.values())
+    assert figures.style("my_method")["marker"] and figures.method_label("my_method") == "my_method"
+
+
+def test_one_shared_legend_below_the_panels_and_a_deterministic_vector_copy(tmp_path):
+    def draw():
+        fig, axes = figures.new_figure(2, "title")
+        for ax in axes:
+            for m in ("sabo", "ingo", "cmaes"):
+                figures.median_band(ax, [(X, X ** -1.0)], m)
+            ax.set_yscale("log")
+        return fig
+
+    fig = draw()
+    png, svg = figures.save(fig, tmp_path / "a.png")
+    assert png.exists() and svg.suffix == ".svg" and svg.read_text().lstrip().startswith("<?xml")
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["SABO", "INGO", "CMA-ES"]  # once each, though drawn in both panels
+    FigureCanvasAgg(fig).draw()  # save() closed the figure: give it a canvas to measure on
+    renderer = fig.canvas.get_renderer()
+    legend_top = fig.legends[0].get_window_extent(renderer).y1
+    assert all(legend_top <= ax.get_window_extent(renderer).y0 for ax in fig.axes)  # below every panel
+    _, svg2 = figures.save(draw(), tmp_path / "b.png")
+    assert svg.read_bytes() == svg2.read_bytes() and png.read_bytes() == (tmp_path / "b.png").read_bytes()
