@@ -4,94 +4,128 @@ A CMA-ES variant for large d whose covariance matrix is never formed: it is repr
 m stored evolution paths, and mutations are drawn from a cheap mixture model whose covariance
 equals the truncated rank-one CMA covariance. Cost per sample O(l d), memory O(m d).
 
-Notation (d = dimension, N = popsize = lambda, mu = floor(N/2)). "Sec. III" below is the part of
-the paper (arXiv:2203.12675) that builds and analyses the mixture model and its fast sampler,
-"Sec. IV" the part that assembles MMES and introduces its mutation-strength adaptation. Only the
-abstract of the paper was at hand while writing this module, so these pointers follow the
-paper's outline and no equation numbers are cited; the defaults are those of references.md.
+Reference code. The defaults reproduce the authors' MATLAB implementation,
+https://github.com/hxyokokok/MMES: ``MMES.m`` (commit 17540ec, "Last Modified time:
+2020-11-02"; "L<n>" below are its line numbers) and the MEX sampler ``MMES_mixing.c`` (commit
+691cff9), which computes the same mixing sum as L132-135. An older ``MMES.m`` (2020-08-23) has
+the same algorithm. Only the paper's abstract was at hand, so no equation numbers are cited.
+pypop7 0.0.82's port (``pypop7/optimizers/es/mmes.py``) serves as a test-time oracle; where it
+differs from MMES.m this is said below.
 
-Recombination (Sec. IV, standard CMA-ES weights over the best half)::
+Notation: d = dimension, N = popsize = lambda, mu = floor(N/2), x0 and sigma_0 the starting
+point and step size of a run, t = 1, 2, ... the generation.
 
-    w_i = ln(mu + 1/2) - ln i  (i = 1..mu),  normalised to sum 1,   mu_eff = 1 / sum_i w_i^2
-    m_{t+1} = sum_i w_i x_{i:N}
+Population and recombination (L38-42)::
 
-Evolution path (Sec. IV, CMA-ES cumulation with rate c_c = 0.4/sqrt(d))::
+    N = 4 + floor(3 ln d)  (odd N allowed),   w_i = ln(mu + 1/2) - ln i  (i = 1..mu),
+    normalised to sum 1,   mu_eff = 1 / sum_i w_i^2,   m_{t+1} = sum_i w_i x_{i:N}  (L150-153)
 
-    p_{t+1} = (1 - c_c) p_t + sqrt(c_c (2 - c_c) mu_eff) (m_{t+1} - m_t) / sigma_t
+Mirrored sampling (L101, L143-144): h = ceil(N/2) mutations z_1..z_h are drawn and the
+population is m_t + sigma_t [z_1, ..., z_h, -z_1, ..., -z_{N-h}], so for odd N the last drawn
+mutation has no mirror.
 
-Candidate direction vectors (Sec. IV, the vector-selection rule LM-CMA uses): an archive
-q_1..q_k (k <= m = n_paths = 2 ceil(sqrt d)), oldest first, each stamped with the generation it
-was stored. Every generation the new path p_{t+1} is appended. While k < m nothing is dropped;
-once full, one vector is dropped first: the later of the two stamps closest in time if some
-consecutive stamps are fewer than T = ceil(1/c_c) generations apart, else the oldest. In steady
-state the archive therefore holds snapshots of the path T generations apart plus the current path.
+Evolution path (L154-155, c_c = 0.4/sqrt(d), L51 and L72)::
 
-Covariance model (Sec. III). The rank-one CMA update C <- (1 - c_a) C + c_a p p^T with C_0 = I,
-truncated to the k stored vectors, is::
+    p_{t+1} = (1 - c_c) p_t + sqrt(c_c (2 - c_c) mu_eff) (m_{t+1} - m_t) / sigma_t,   p_0 = 0
 
-    C = (1 - gamma) I + gamma sum_{i=1}^{k} pi_i q_{(i)} q_{(i)}^T,
-    gamma = 1 - (1 - c_a)^k,   pi_i = c_a (1 - c_a)^{i-1} / gamma,
+Archive of direction vectors (L86, L93-97, L158-168; LM-CMA's rule as simplified in Rm-ES):
+m = 2 ceil(sqrt d) slots q_1..q_m (L46), kept oldest first, each stamped with the generation its
+path was stored. In generations t = 1..m, p_{t+1} is written into slot t (L158-159). Afterwards
+one vector is dropped and p_{t+1} appended as the newest: with g the smallest gap between
+consecutive stamps (the first such pair if several), the later vector of that pair is dropped
+if g <= T = ceil(1/c_c), and the oldest vector if g > T (L161-166). The warm-up stamps 1..m are
+thinned out first (their gaps double, 2, 4, ..., up to 2T, which at m = T = 8 takes about 150
+generations); in steady state the archive holds snapshots of the path T + 1 generations apart,
+plus the current path.
 
-q_{(i)} the i-th newest vector (pi is a geometric distribution truncated to k terms, newest
-most likely), c_a = 3.8/d (the reference MATLAB value per references.md; pypop7 notes that the
-paper's text has 4/d).
+Covariance model and mixture sampling (L104, L124, L131-141)::
 
-Fast mixture sampling (Sec. III, the "mixture model"): with mixing strength l,
+    C = (1 - gamma) I + gamma sum_{i=1}^{m} pi_i q_{(i)} q_{(i)}^T,
+    gamma = 1 - (1 - c_a)^m,   pi_i = c_a (1 - c_a)^{i-1} / gamma,   c_a = 3.8/d  (L56, L71),
 
     z = sqrt(1 - gamma) z_0 + sqrt(gamma / l) sum_{j=1}^{l} r_j q_{(K_j)},
-    z_0 ~ N(0, I_d),  r_j ~ N(0, 1),  K_j ~ pi  i.i.d. (drawn with replacement),
+    z_0 ~ N(0, I_d),  r_j ~ N(0, 1),  K_j ~ pi  i.i.d.,  l = 4 (L60),
 
-so E[z] = 0 and Cov[z] = C exactly, while z itself is a Gaussian scale mixture, not Gaussian.
-Mirrored sampling: row pairs (2j, 2j+1) are m + sigma z_j and m - sigma z_j.
+q_{(i)} the i-th newest slot. MMES.m draws G ~ geometric(c_a) on {0, 1, ...} and takes the
+slot at position m - (G mod m) (L124): the geometric distribution wrapped modulo m, which gives
+exactly pi (newest most likely). E[z] = 0 and Cov[z] = C, while z itself is a Gaussian scale
+mixture, not Gaussian.
 
-Step size (Sec. IV, the PTA rule: a paired significance test between consecutive populations).
-With f^t_{i:N} the i-th best value of generation t::
+Warm-up (L86, L104): gamma counts all m slots from the first generation on, and the slots no
+path has been written into yet hold tiny random vectors 1e-6 N(0, I_d) (drawn here from the
+optimizer's generator when a run starts). Those empty slots are the newest positions, so they
+carry most of the mixture weight: in generation 1, z = sqrt(1 - gamma) z_0 up to 1e-6, i.e. the
+first mutations are damped by sqrt(1 - gamma) (0.44 at d = 30, 0.75 at d = 200, 0.89 at d = 1000),
+and the damping fades as the first m paths are stored.
+
+First generation (L76-78, L82): MMES.m evaluates f(x0) before the loop, counts it
+(FEs = 1), and sets the previous population's values to f(x0) repeated, so the first step-size
+update compares the best mu values with f(x0). Under ask/tell the first ask of a run has
+N + 1 rows: row 0 is the run's starting point x0 (MMES.m evaluates it first), rows 1..N the
+population. ``nfev`` counts all N + 1, ``evals_per_iteration`` is N + 1 until the first tell,
+and f(x0) is a candidate for ``f_best`` as MMES.m's ``fbest`` (L76).
+
+Step size (L172-176, the PTA rule: a paired test between consecutive populations; c_s = 0.3
+and a_z = 0.05, L66-68). With f^t_{i:N} the i-th best value of generation t (f^0_{i:N} = f(x0))::
 
     l_w = sum_{i=1}^{mu} w_i 1[f^t_{i:N} < f^{t-1}_{i:N}]                  (weighted success rate)
     z_t = sqrt(mu_eff) (2 l_w - 1)        (~ N(0,1) under H0: no change between generations)
-    s_{t+1} = (1 - c_s) s_t + sqrt(c_s (2 - c_s)) z_t                   (stays N(0,1) under H0)
+    s_{t+1} = (1 - c_s) s_t + sqrt(c_s (2 - c_s)) z_t,   s_0 = 0            (stays N(0,1) under H0)
     sigma_{t+1} = sigma_t exp(Phi(s_{t+1}) - (1 - a_z))
 
 Phi is the standard normal CDF, so 1 - Phi(s) is the one-sided p-value of "this generation
-improved on the last": sigma grows when that p-value is below the target significance a_z and
-shrinks otherwise. The exponent lies in [a_z - 1, a_z], so the rule needs no further damping
-(d_sigma = 1).
+improved on the last": sigma grows when that p-value is below a_z and shrinks otherwise. The
+exponent lies in [a_z - 1, a_z], so the rule needs no further damping. Ties count as failures
+(strict "<", L172): on a plateau sigma shrinks.
 
-Restarts (``restarts=True``, off by default): IPOP-style population doubling. A run restarts when
-sigma_t < 1e-12 sigma_0 or when its best value has not improved by more than 1e-12 max(1, |f|)
-for 10 + ceil(30 d / N) generations; the new run starts from x0 with sigma_0, 2N samples and an
-empty path/archive.
+Options that replace a rule of MMES.m by this module's earlier choice (each off by default):
 
-A per-coordinate ``sigma0`` is treated as a fixed diagonal rescaling D of the search space
-(as pycma's ``CMA_stds``): x = m + sigma D z with sigma_0 = max(sigma0), D = sigma0 / sigma_0;
-the path and the archive live in the rescaled coordinates.
+* ``warmup="stored_paths"``: before m paths are stored, the model uses only the k stored ones,
+  with gamma_k = 1 - (1 - c_a)^k and pi truncated to k terms (k = 0 gives z = z_0): the
+  truncated rank-one recursion started from C_0 = I, without the damping.
+* ``archive_gap="inclusive"``: the oldest vector is dropped already when the smallest gap is
+  g >= T (MMES.m: g > T), giving a steady-state spacing of T instead of T + 1, without the
+  transient gaps of 2T.
+* ``first_generation="skip"``: x0 is not evaluated (every ask has N rows) and sigma is not
+  adapted after a run's first generation (there is no previous population to compare with).
+* MMES.m's population size is fixed ("do NOT change them", L36-38); here ``popsize`` may be
+  any N >= 2, and the studies pass theirs. The earlier default, 4 + floor(3 ln d) rounded up to
+  an even number, is ``popsize=n + n % 2`` with ``n = mmes_default_popsize(d)``. An odd N leaves
+  one unmirrored sample, as in MMES.m.
 
-Deviations (choices the paper leaves open, and differences from the reference code):
+Remaining deviations from MMES.m:
 
-* Warm-up: before m paths are stored the model uses the k stored ones with
-  gamma_k = 1 - (1 - c_a)^k (k = 0 gives z = z_0), which is exactly the truncated rank-one
-  recursion started from C_0 = I. pypop7's port instead keeps zero vectors in the empty slots,
-  which shrinks the early mutations by sqrt(1 - gamma).
-* Mixture index: the i-th newest vector has probability c_a (1 - c_a)^{i-1} / gamma, newest most
-  likely (the rank-one recursion). pypop7 0.0.82 maps a numpy geometric draw (support 1, 2, ...)
-  as if it started at 0, which makes the *second* newest vector the most likely and the newest
-  the least likely; we do not reproduce that shift.
-* Archive: the oldest vector is dropped when all consecutive stamps are at least T apart
-  (">= T"), giving a steady-state spacing of T; pypop7 drops it only when they are more than T
-  apart, which gives a spacing of T + 1.
-* First generation: there is no previous population, so sigma is not adapted after the first
-  tell (pypop7's port compares with f(x0) instead, which costs an extra evaluation of the
-  initial mean that this ask/tell version does not make).
-* Ties f^t_{i:N} = f^{t-1}_{i:N} count as failures (strict "<"), as in pypop7's port: on a
-  plateau sigma shrinks.
-* Popsize: default N = 4 + floor(3 ln d) rounded up to an even number so every sample has its
-  mirror; an odd user-given N is accepted and its last row is an unpaired sample.
-* c_a = min(3.8/d, 0.5): for d <= 7 the formula gives c_a >= 0.54 (>= 1 for d <= 3, where
-  gamma would be meaningless); the paper targets d >= 100 and leaves small d open.
-* Restarts stop doubling the population once it would exceed the suite's population limits
-  (``sabo.protocol.MAX_POPSIZE``, ``MAX_POPULATION_ELEMENTS``); later restarts keep its size.
-* Restart criteria, and restarting from x0 rather than a random point of a box (this interface
-  has no box), are our choices; the paper's large-scale experiments do not restart.
+* c_a = min(3.8/d, 0.5): for d <= 7 the formula gives c_a >= 0.54 (>= 1 for d <= 3, where the
+  geometric draw of L124 and gamma are meaningless); MMES.m targets large d.
+* A per-coordinate ``sigma0`` is a fixed diagonal rescaling D of the search space (as pycma's
+  ``CMA_stds``): x = m + sigma D z with sigma_0 = max(sigma0), D = sigma0 / sigma_0; the path and
+  the archive live in the rescaled coordinates. MMES.m takes a scalar sigma0.
+* No stopping rule: MMES.m stops on a target value, an evaluation budget, sigma < stopsigma or
+  a time limit (L119); here the caller decides when to stop.
+* Optional restarts (``restarts=True``, off by default; MMES.m has none): IPOP-style population
+  doubling. A run restarts when sigma_t < 1e-12 sigma_0 or when its best population value has
+  not improved by more than 1e-12 max(1, |f|) for 10 + ceil(30 d / N) generations; the new run
+  starts from x0 with sigma_0, 2N samples, an empty path and a fresh archive, and (with the
+  default ``first_generation``) evaluates x0 again in its first ask. Doubling stops once the
+  population would exceed the suite's limits (``sabo.protocol.MAX_POPSIZE``,
+  ``MAX_POPULATION_ELEMENTS``); later restarts keep its size.
+* ``n_paths=1`` is accepted (MMES.m's gap search, L161, needs m >= 2): the single slot always
+  holds the newest path.
+* Random numbers come from NumPy's generator, so runs match MMES.m in distribution, not
+  sample by sample; the stable sort of the values breaks ties by row order as MATLAB's sort.
+
+* Non-finite objective values follow the suite's ``nonfinite`` policy (raise, or replace by the
+  ask's worst finite value), and an update that would make the state non-finite is refused
+  with the state unchanged; MMES.m does neither.
+
+pypop7 0.0.82 follows MMES.m in the four rules above (fixed gamma with empty slots, g > T,
+f(x0) first, odd N) but differs in four other points: it maps NumPy's geometric draw (support
+1, 2, ...) as if it started at 0 like geornd, which makes the second-newest slot the most likely
+and the newest the least likely; its empty slots are zero vectors rather than 1e-6 noise; its
+warm-up stamps are all 0 rather than 1..m; and its weights use ln((N + 1)/2) instead of
+ln(mu + 1/2), which differs for odd N. The cross-check in ``tests/test_mmes.py`` corrects the
+first (its effect is measurable: uncorrected, pypop7 needs about 3% more evaluations than this
+module to reach 1e-8 on a 30-d ellipsoid) and runs at an even N.
 """
 from __future__ import annotations
 
@@ -101,16 +135,20 @@ import numpy as np
 
 from sabo.protocol import MAX_POPSIZE, MAX_POPULATION_ELEMENTS, AskTellOptimizer
 from sabo.state import Array, Integer, Real
-from sabo.validation import check_in_interval, check_int, check_x0
+from sabo.validation import check_choice, check_in_interval, check_int, check_x0
 
 RESTART_SIGMA_RATIO = 1e-12
 RESTART_FTOL = 1e-12
+#: Scale of the random vectors in the archive slots no path has been written into (MMES.m L86).
+EMPTY_SLOT_SCALE = 1e-6
+WARMUPS = ("official", "stored_paths")
+ARCHIVE_GAPS = ("strict", "inclusive")
+FIRST_GENERATIONS = ("compare_x0", "skip")
 
 
 def mmes_default_popsize(dim: int) -> int:
-    """4 + floor(3 ln d), rounded up to an even number for mirrored sampling."""
-    n = 4 + int(np.floor(3 * np.log(dim)))
-    return n + (n % 2)
+    """4 + floor(3 ln d), as MMES.m (L38); may be odd."""
+    return 4 + int(np.floor(3 * np.log(dim)))
 
 
 def recombination_weights(popsize: int) -> np.ndarray:
@@ -125,18 +163,17 @@ def _normal_cdf(x: float) -> float:
 
 
 class MMES(AskTellOptimizer):
-    """MMES under the suite's ask/tell protocol (formulas and deviations: module docstring).
+    """MMES under the suite's ask/tell protocol (formulas, options and deviations: module docstring).
 
     Parameters
     ----------
     x0, sigma0, popsize, seed, nonfinite
-        As in :class:`sabo.protocol.AskTellOptimizer`; ``popsize=None`` gives
-        4 + floor(3 ln d) rounded up to an even number.
+        As in :class:`sabo.protocol.AskTellOptimizer`; ``popsize=None`` gives 4 + floor(3 ln d).
     n_paths : int, optional
         m, the number of stored evolution paths (default 2 ceil(sqrt d)).
     c_c : float, optional
         Learning rate of the evolution path, in (0, 1] (default 0.4/sqrt d). The archive spacing
-        is T = ceil(1/c_c) generations.
+        threshold is T = ceil(1/c_c) generations.
     mixing_strength : int
         l, the number of stored vectors mixed into each sample (default 4).
     c_s : float
@@ -145,6 +182,14 @@ class MMES(AskTellOptimizer):
         a_z in (0, 1) (default 0.05).
     restarts : bool
         IPOP-style restarts with population doubling (default off: fixed population).
+    warmup : {"official", "stored_paths"}
+        Mixture model before m paths are stored: MMES.m's fixed gamma over all m slots, empty
+        slots holding 1e-6 noise (default), or gamma_k over the k stored paths.
+    archive_gap : {"strict", "inclusive"}
+        Drop the oldest stored path when the smallest stamp gap is > T (MMES.m, default) or >= T.
+    first_generation : {"compare_x0", "skip"}
+        Evaluate x0 in a run's first ask and adapt sigma against f(x0) (MMES.m, default), or
+        evaluate only the population and leave sigma unchanged after the first generation.
     """
 
     name = "mmes"
@@ -160,12 +205,12 @@ class MMES(AskTellOptimizer):
         Array("prev_sorted", lambda o: (None,)),
         Integer("gen"),
         Array("run_best_hist", lambda o: (None,)),
-        Array("z", lambda o: (o._popsize, o._dim), optional=True),  # mutations of the last ask
+        Array("z", lambda o: (o._popsize, o._dim), optional=True),  # mutations of the last ask's population
     ) + AskTellOptimizer._STATE_FIELDS
 
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, n_paths=None, c_c=None,
                  mixing_strength=4, c_s=0.3, target_significance=0.05, restarts=False,
-                 nonfinite="raise"):
+                 warmup="official", archive_gap="strict", first_generation="compare_x0", nonfinite="raise"):
         x0 = check_x0(x0)
         d = x0.size
         super().__init__(x0, sigma0=sigma0, popsize=mmes_default_popsize(d) if popsize is None else popsize,
@@ -178,6 +223,9 @@ class MMES(AskTellOptimizer):
         if not isinstance(restarts, (bool, np.bool_)):
             raise ValueError(f"restarts must be True or False (got {restarts!r})")
         self._restarts = bool(restarts)
+        self._warmup = check_choice("warmup", warmup, WARMUPS)
+        self._archive_gap = check_choice("archive_gap", archive_gap, ARCHIVE_GAPS)
+        self._first_generation = check_choice("first_generation", first_generation, FIRST_GENERATIONS)
         self._T = int(math.ceil(1.0 / self._c_c))
         self._c_a = min(3.8 / d, 0.5)
         self._sigma_init = float(np.max(self._sigma0))
@@ -197,19 +245,31 @@ class MMES(AskTellOptimizer):
         self._mean = self._x0.copy()
         self._sigma = self._sigma_init
         self._path = np.zeros(d)
-        self._archive = np.zeros((self._m, d))  # rows 0..k-1 used, oldest first
+        # rows 0..n_stored-1 hold the stored paths, oldest first; the rest are empty slots
+        if self._warmup == "official":
+            self._archive = EMPTY_SLOT_SCALE * self._rng.standard_normal((self._m, d))
+        else:
+            self._archive = np.zeros((self._m, d))
         self._archive_gen = np.zeros(self._m, dtype=np.int64)
         self._n_stored = 0
         self._pta_s = 0.0
         self._prev_sorted = np.empty(0)  # best mu values of the previous generation, sorted
         self._gen = 0  # generations of the current run
-        self._run_best_hist = np.empty(0)  # best-so-far value of the run after each generation
+        self._run_best_hist = np.empty(0)  # best-so-far population value of the run after each generation
         self._z: np.ndarray | None = None
 
     def _config(self) -> dict:
         return {**super()._config(), "popsize": self._popsize_init, "n_paths": self._m, "c_c": self._c_c,
                 "mixing_strength": self._l, "c_s": self._c_s, "target_significance": self._a_z,
-                "restarts": self._restarts}
+                "restarts": self._restarts, "warmup": self._warmup, "archive_gap": self._archive_gap,
+                "first_generation": self._first_generation}
+
+    def _asks_x0(self) -> bool:
+        """Whether the next ask starts with the run's starting point (first generation, MMES.m's f(x0))."""
+        return self._first_generation == "compare_x0" and self._gen == 0
+
+    def _ask_rows(self) -> int:
+        return self._popsize + int(self._asks_x0())
 
     def _finish_restore(self) -> None:
         """Recompute what depends on the restored popsize; check the sizes that depend on it."""
@@ -241,15 +301,17 @@ class MMES(AskTellOptimizer):
 
     # ------------------------------------------------------------------ sampling
     def _mixture_probabilities(self, k: int) -> tuple[float, np.ndarray]:
-        """gamma_k and the probabilities of the k stored vectors, oldest first (newest most likely)."""
+        """gamma and the probabilities of archive rows 0..k-1 (oldest first; the last row most likely)."""
         keep = 1.0 - self._c_a
         gamma = 1.0 - keep**k
-        ages = np.arange(k - 1, -1, -1)  # newest has age 0
+        ages = np.arange(k - 1, -1, -1)  # row k-1 has age 0
         return gamma, self._c_a * keep**ages / gamma
 
     def _ask(self) -> np.ndarray:
-        n, d, k = self._popsize, self._dim, self._n_stored
-        h = (n + 1) // 2  # distinct mutation vectors; the rest are their mirrors
+        n, d = self._popsize, self._dim
+        # MMES.m mixes over all m slots, empty ones included; "stored_paths" over the stored ones only
+        k = self._m if self._warmup == "official" else self._n_stored
+        h = (n + 1) // 2  # distinct mutation vectors; the rest are mirrors of the first n - h
         z = self._rng.standard_normal((h, d))
         if k > 0:
             gamma, probs = self._mixture_probabilities(k)
@@ -259,14 +321,18 @@ class MMES(AskTellOptimizer):
             for j in range(self._l):  # O(h d) memory, whatever l is
                 mix += r[:, j, None] * self._archive[idx[:, j]]
             z = math.sqrt(1.0 - gamma) * z + math.sqrt(gamma / self._l) * mix
-        signs = np.tile([1.0, -1.0], h)[:n]
-        Z = np.repeat(z, 2, axis=0)[:n] * signs[:, None]
+        Z = np.concatenate([z, -z[:n - h]])
         self._z = Z
-        return self._mean + self._sigma * self._scale * Z
+        X = self._mean + self._sigma * self._scale * Z
+        return np.concatenate([self._mean[None, :], X]) if self._asks_x0() else X
 
     # ------------------------------------------------------------------ update
     def _tell(self, values: np.ndarray) -> None:
         w, mu = self._weights, self._weights.size
+        if self._asks_x0():  # row 0 is x0; MMES.m compares the first generation with f(x0)
+            prev, values = np.full(mu, values[0]), values[1:]
+        else:
+            prev = self._prev_sorted if self._prev_sorted.size == mu else None
         order = np.argsort(values, kind="stable")
         best = values[order[:mu]]
         z_w = w @ self._z[order[:mu]]  # = D^{-1} (m_{t+1} - m_t) / sigma_t
@@ -275,12 +341,12 @@ class MMES(AskTellOptimizer):
         gen_new = self._gen + 1
 
         # PTA: weighted paired sign test of this generation's best mu against the last one's
-        if self._prev_sorted.size == mu:
-            l_w = float(w @ (best < self._prev_sorted))
+        if prev is not None:
+            l_w = float(w @ (best < prev))
             pta_z = math.sqrt(self._mu_eff) * (2.0 * l_w - 1.0)
             s_new = (1.0 - self._c_s) * self._pta_s + math.sqrt(self._c_s * (2.0 - self._c_s)) * pta_z
             sigma_new = self._sigma * math.exp(_normal_cdf(s_new) - (1.0 - self._a_z))
-        else:  # first generation of a run: no previous population to compare with
+        else:  # first_generation="skip": no previous population to compare with
             pta_z, s_new, sigma_new = np.nan, self._pta_s, self._sigma
 
         self._require_finite(mean=mean_new, evolution_path=path_new, sigma=sigma_new)
@@ -292,7 +358,8 @@ class MMES(AskTellOptimizer):
             if self._m > 1:
                 gaps = np.diff(stamps)
                 j = int(np.argmin(gaps))
-                if gaps[j] < self._T:
+                keeps_pair = gaps[j] <= self._T if self._archive_gap == "strict" else gaps[j] < self._T
+                if keeps_pair:
                     drop = j + 1  # the later of the closest pair
             archive[drop:-1], stamps[drop:-1] = archive[drop + 1:].copy(), stamps[drop + 1:].copy()
             k -= 1

@@ -19,7 +19,7 @@ def global_state_equal(a, b):
 def test_defaults_and_population_shape():
     opt = CMAES(np.arange(20.0), seed=0)
     assert opt.popsize == 12 == opt.evals_per_iteration == pycma_default_popsize(20)  # 4 + floor(3 ln 20)
-    assert pycma_default_popsize(3) == 7  # not rounded up to even (INGO's and MMES's rule)
+    assert pycma_default_popsize(3) == 7  # not rounded up to even (INGO's rule)
     assert np.array_equal(opt.mean, np.arange(20.0)) and opt.sigma == 1.0
     X = opt.ask()
     assert X.shape == (12, 20) and X.dtype == np.float64

@@ -131,4 +131,4 @@ def test_mmes_restarts_stop_doubling_at_the_popsize_limit():
     while opt.stats["restarts"] == 0:
         X = opt.ask()
         opt.tell(X, np.zeros(len(X)))  # flat: no improvement, so the run restarts
-    assert opt.popsize == n and opt.ask().shape == (n, 2)
+    assert opt.popsize == n and opt.ask().shape == (n + 1, 2)  # the new run's first ask evaluates x0 too

@@ -278,6 +278,9 @@ BAD_SPECIFIC = {  # name -> [(constructor arguments, message)]: each method's ow
         ({"target_significance": 0.0}, "target_significance"),
         ({"target_significance": 1.0}, "target_significance"),
         ({"restarts": "yes"}, "restarts"),
+        ({"warmup": "none"}, "warmup must be one of 'official', 'stored_paths'"),
+        ({"archive_gap": 1}, "archive_gap must be one of 'strict', 'inclusive'"),
+        ({"first_generation": "x0"}, "first_generation must be one of 'compare_x0', 'skip'"),
     ],
     # CMA-ES's own parameter is pycma's options: tests/test_cmaes.py checks what it refuses and why
 }
@@ -429,8 +432,10 @@ OVERFLOW = {  # name -> (constructor arguments, warm-up rounds, values of the ov
              lambda X: np.array([1e300, -1e300, 1e300, -1e300]), "non-finite mean"),
     "bes": ({"x0": np.ones(3), "lr": 1e300, "spacing": 1.0}, 0,
             lambda X: 1e300 * np.arange(X.shape[0], dtype=float), "non-finite mean"),
-    # near the float64 limit, the mirrored sample that overflows is made the best one
-    "mmes": ({"x0": np.full(5, 1.5e308), "sigma0": 1e308, "popsize": 2}, 0,
+    # near the float64 limit, the mirrored sample that overflows is made the best one (the first
+    # mutations are damped by sqrt(1 - gamma) = 0.125 at d = 5: sigma0 * 0.125 * z overflows
+    # 1.75e308 once z > 0.38 in some coordinate of one of the two mirrored samples)
+    "mmes": ({"x0": np.full(5, 1.75e308), "sigma0": 1e308, "popsize": 2}, 0,
              lambda X: np.where(np.all(np.isfinite(X), axis=1), 1.0, 0.0), "non-finite mean"),
 }
 
