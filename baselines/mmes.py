@@ -193,6 +193,7 @@ class MMES(AskTellOptimizer):
     """
 
     name = "mmes"
+    revision = 2  # 2: the defaults of the authors' MMES.m (warm-up, archive rule, f(x0), popsize)
     _STATE_FIELDS = (
         Integer("popsize", minimum=2, maximum=lambda o: min(MAX_POPSIZE, MAX_POPULATION_ELEMENTS // o._dim)),
         Array("mean", lambda o: (o._dim,)),

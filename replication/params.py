@@ -162,8 +162,10 @@ def references(where: tuple, names, known, what: str):
 
 # -- method grids --------------------------------------------------------------------------------
 Scalar = StrictBool | StrictInt | FiniteFloat | StrictStr
-GridValue = Annotated[Scalar | Annotated[list[Scalar], MinLen(1)] | dict[StrictStr, Scalar],
-                      rule("must be a number, string or boolean, a non-empty list of those, or a mapping of those")]
+# null passes None: the optimizer's own default (e.g. MMES's population size in the image study)
+GridValue = Annotated[None | Scalar | Annotated[list[Scalar], MinLen(1)] | dict[StrictStr, Scalar],
+                      rule("must be null (the optimizer's default), a number, string or boolean, a non-empty list "
+                           "of those, or a mapping of those")]
 
 
 def _grid_mapping(value, handler):
