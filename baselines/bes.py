@@ -58,9 +58,14 @@ class BES(AskTellOptimizer):
         Array("eps", lambda o: (o._popsize, o._dim), optional=True),  # directions of the last ask
     ) + AskTellOptimizer._STATE_FIELDS
 
+    @classmethod
+    def default_popsize(cls, dim: int) -> int:
+        """INGO's default (:func:`sabo.ingo_default_popsize`): BES's reference states none."""
+        return ingo_default_popsize(dim)
+
     def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, spacing=1.0, seed=None, *, nonfinite="raise"):
         x0 = check_x0(x0)
-        super().__init__(x0, sigma0=sigma0, popsize=ingo_default_popsize(x0.size) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=self.default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         self._lr = as_schedule("lr", lr)
         self._spacing = check_positive("spacing", spacing)

@@ -133,9 +133,14 @@ class CMAES(AskTellOptimizer):
         Array("mean_after_tell", lambda o: (o._dim,)),
     ) + AskTellOptimizer._STATE_FIELDS
 
+    @classmethod
+    def default_popsize(cls, dim: int) -> int:
+        """pycma's default, :func:`pycma_default_popsize`."""
+        return pycma_default_popsize(dim)
+
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, options=None, nonfinite="raise"):
         x0 = check_x0(x0)
-        super().__init__(x0, sigma0=sigma0, popsize=pycma_default_popsize(x0.size) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=self.default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         opts = self._checked_options(options)
         self._options = copy.deepcopy(opts)

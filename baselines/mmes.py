@@ -209,12 +209,17 @@ class MMES(AskTellOptimizer):
         Array("z", lambda o: (o._popsize, o._dim), optional=True),  # mutations of the last ask's population
     ) + AskTellOptimizer._STATE_FIELDS
 
+    @classmethod
+    def default_popsize(cls, dim: int) -> int:
+        """MMES.m's lambda, :func:`mmes_default_popsize`."""
+        return mmes_default_popsize(dim)
+
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, n_paths=None, c_c=None,
                  mixing_strength=4, c_s=0.3, target_significance=0.05, restarts=False,
                  warmup="official", archive_gap="strict", first_generation="compare_x0", nonfinite="raise"):
         x0 = check_x0(x0)
         d = x0.size
-        super().__init__(x0, sigma0=sigma0, popsize=mmes_default_popsize(d) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=self.default_popsize(d) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         self._m = check_int("n_paths", 2 * math.ceil(math.sqrt(d)) if n_paths is None else n_paths, minimum=1)
         self._c_c = check_in_interval("c_c", 0.4 / math.sqrt(d) if c_c is None else c_c, 0.0, 1.0, closed="right")

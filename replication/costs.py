@@ -38,6 +38,7 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
     if iterations == 0:
         return float(eval_cost)
     cls = optimizer_class(config)
-    popsize = int(config.params["popsize"])
+    popsize = config.params.get("popsize")
+    popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
     evaluations = cls.rounds_per_iteration * popsize
     return iterations * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

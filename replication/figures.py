@@ -50,6 +50,14 @@ def method_label(method: str) -> str:
     return METHOD_STYLE[method][0] if method in METHOD_STYLE else method
 
 
+def grid_text(grid: dict | None) -> str:
+    """A method's grid from ``params.yaml`` for a report's setup: ``defaults`` when empty, a null value
+    as ``default`` (the optimizer's own, e.g. MMES's population 4 + floor(3 ln d))."""
+    if not grid:
+        return "defaults"
+    return "{" + ", ".join(f"{k}: {'default' if v is None else v}" for k, v in grid.items()) + "}"
+
+
 def style(method: str) -> dict:
     """Keyword arguments of ``Axes.plot`` for ``method``: mathtext label, colour, marker, line style.
 

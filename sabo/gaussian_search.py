@@ -30,7 +30,7 @@ class GaussianSearch(AskTellOptimizer):
 
     def __init__(self, x0, *, sigma0, popsize, lr, seed, baseline, shaping, precision_floor, nonfinite):
         x0 = check_x0(x0)
-        super().__init__(x0, sigma0=sigma0, popsize=ingo_default_popsize(x0.size) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=self.default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         self._lr = as_schedule("lr", lr)
         self._baseline = check_choice("baseline", baseline, BASELINES)
@@ -41,6 +41,11 @@ class GaussianSearch(AskTellOptimizer):
         self._z: np.ndarray | None = None
         self._stats.update(safeguard_update=0, safeguard_update_coords=0, flat_populations=0,
                            zscore_rank_fallback=0, lr=np.nan)
+
+    @classmethod
+    def default_popsize(cls, dim: int) -> int:
+        """INGO's reference default, :func:`ingo_default_popsize`."""
+        return ingo_default_popsize(dim)
 
     _STATE_FIELDS = (
         Array("mu", lambda o: (o._dim,)),

@@ -95,6 +95,14 @@ class AskTellOptimizer:
     #: changed method and keeps everyone else's records.
     revision: int = 1
 
+    @classmethod
+    def default_popsize(cls, dim: int) -> int:
+        """The population size ``popsize=None`` stands for at dimension ``dim``.
+
+        Declared on the class so that a study can cost a run without building it
+        (:mod:`replication.costs`). The base class has no default and raises ``ValueError``."""
+        raise ValueError(f"{cls.__qualname__} has no default population size; pass popsize")
+
     #: Ask/tell rounds that make one iteration (one update of the search distribution). SABO
     #: has two (perturbation and update round); budgets in iterations cost this many asks.
     rounds_per_iteration: int = 1

@@ -310,6 +310,19 @@ def check_popsize_bounds(name):
     assert smallest.popsize == 2 and smallest.nit >= 1
 
 
+def check_default_popsize_is_declared_on_the_class(name):
+    """``popsize=None`` builds the population the class declares (what a study costs a run by), or is refused
+    when the class declares none."""
+    cls = baselines.REGISTRY[name]
+    try:
+        declared = cls.default_popsize(D)
+    except ValueError:
+        with pytest.raises((ValueError, TypeError)):
+            baselines.make(name, x0=np.ones(D), popsize=None, seed=0)
+        return
+    assert baselines.make(name, x0=np.ones(D), popsize=None, seed=0).popsize == declared
+
+
 # ---------------------------------------------------------------------------- hostile states
 def _set(path, value):
     def mutate(state):
@@ -387,6 +400,7 @@ CHECKS = [
     check_failed_tell_leaves_the_state_unchanged,
     check_nonfinite_policies,
     check_bad_parameters_raise_naming_them,
+    check_default_popsize_is_declared_on_the_class,
     check_popsize_bounds,
     check_hostile_states_are_refused,
 ]

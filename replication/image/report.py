@@ -35,6 +35,7 @@ from replication.claims import (
 )
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
+from replication.figures import grid_text
 
 from .study import REPORT_NAME, configs
 
@@ -370,7 +371,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            f"P in R^(8 x d~) with N(0, 1/8) entries; linear classifier without bias (d = 10 d~); cross-entropy on a "
            f"fresh mini-batch of {p['batch_size'][names[0]] if names[0] in p['batch_size'] else '?'} examples per "
            f"ask; N = {p['popsize']}, mu0 = 0, Sigma0 = {p['sigma0'] ** 2:g} I. Grids: "
-           + "; ".join(f"{figures.method_label(m)}: {g or 'defaults'}" for m, g in p["methods"].items())
+           + "; ".join(f"{figures.method_label(m)}: {grid_text(g)}" for m, g in p["methods"].items())
            + ". Selection: best mean validation accuracy over seeds.", ""]
     md += ["## Claims of the paper", "", count_line(verdicts), "",
            render_markdown(verdicts), ""]

@@ -30,6 +30,7 @@ from replication.claims import (
 )
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
+from replication.figures import grid_text
 
 from .study import REPORT_NAME, configs
 from .tasks import TASKS, ZERO_SHOT
@@ -285,7 +286,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            f"inputs over {p['max_length']} tokens dropped. Objective: cross-entropy over the label words on the "
            f"whole few-shot training set. N = {p['popsize']}, mu0 = 0, Sigma0 = {p['sigma0'] ** 2:g} I, "
            f"T = {shown['iterations']} iterations, seeds {shown['seeds']} (profile `{shown_name}`). Grids: "
-           + "; ".join(f"{figures.method_label(m)}: {g or 'defaults'}" for m, g in p["methods"].items()
+           + "; ".join(f"{figures.method_label(m)}: {grid_text(g)}" for m, g in p["methods"].items()
                        if m in TABLE1_METHODS or m in extra) + ".",
            "",
            f"Reported prompt: **{rule}** (`best_dev`: the mean with the best dev metric over the run; `final`: the "
