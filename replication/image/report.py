@@ -233,6 +233,19 @@ def _moved_text(method, reading, sizes, dims, settings) -> str:
             f"deviations, safeguard in a median {np.median(share):.0%} of iterations{outside}")
 
 
+def _own_populations(p: dict, settings) -> str:
+    """' (MMES: its default population, 17 at d = 100, 24 at d = 1000)' for methods whose grid sets popsize null."""
+    import baselines
+
+    parts = []
+    for m, grid in p["methods"].items():
+        if grid and "popsize" in grid and grid["popsize"] is None:
+            cls = baselines.REGISTRY[grid.get("optimizer", m)]
+            sizes = ", ".join(f"{cls.default_popsize(10 * p['dims'][s])} at d = {10 * p['dims'][s]}" for s in settings)
+            parts.append(f"{figures.method_label(m)}: its default population, {sizes}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def rho_section(p, settings, noise_rates, methods, variants, sizes, selected, equal_evals, paper, budget) -> list[str]:
     """The report's section "The rho question": perturbation sizes and accuracies under each reading."""
     baselines = [m for m in methods if m not in variants]
@@ -370,7 +383,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            f"{p['umap']['n_components']} dimensions fitted on the training images (seed {p['umap']['seed']}); "
            f"P in R^(8 x d~) with N(0, 1/8) entries; linear classifier without bias (d = 10 d~); cross-entropy on a "
            f"fresh mini-batch of {p['batch_size'][names[0]] if names[0] in p['batch_size'] else '?'} examples per "
-           f"ask; N = {p['popsize']}, mu0 = 0, Sigma0 = {p['sigma0'] ** 2:g} I. Grids: "
+           f"ask; N = {p['popsize']}{_own_populations(p, settings)}, mu0 = 0, Sigma0 = {p['sigma0'] ** 2:g} I. Grids: "
            + "; ".join(f"{figures.method_label(m)}: {grid_text(g)}" for m, g in p["methods"].items())
            + ". Selection: best mean validation accuracy over seeds.", ""]
     md += ["## Claims of the paper", "", count_line(verdicts), "",
