@@ -9,6 +9,7 @@ Typical use (from the repository root, where params.yaml lives):
     sabo-bench list synthetic                        # completed, diverged, corrupt, partial, pending runs
     sabo-bench report synthetic                      # tables, figures and claim verdicts -> results/
     sabo-bench report synthetic --profile quick --out results/quick   # a preview beside the full report
+    sabo-bench report synthetic --from-table results/synthetic_runs.parquet   # from the committed run table
     sabo-bench track synthetic                       # log to MLflow the finished records it lacks
 
 Runs are idempotent (finished ones are skipped) and resumable (an interrupted run continues
@@ -16,6 +17,11 @@ from its last checkpoint). Records go to runs/<study>/<setting>/<method>/<config
 and, unless --no-track, to MLflow (MLFLOW_TRACKING_URI, default sqlite:///mlflow.db;
 browse with `mlflow ui`). MLflow being unavailable is a warning, never a failed study;
 `sabo-bench track` logs the missing records later.
+
+A report writes, beside its page, figures and claims file, the run table it was made from
+(``<REPORT_NAME>_runs.parquet``, :mod:`replication.table`), its DVC metrics
+(``<REPORT_NAME>_metrics.json``) and, where the study plots curves, the data of its DVC plots
+(``<REPORT_NAME>_curves.csv``, :mod:`replication.outcomes`).
 """
 from __future__ import annotations
 
@@ -300,8 +306,16 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
     results/ must not turn into a preview by accident.
     """
     if runs and not records:
+        if args.from_table:
+            return f"no records of the {runs} runs of profile {profile!r} in {args.from_table}"
+        from .table import table_path
+
+        table = table_path(args.out, study.REPORT_NAME)
+        committed = (f", or re-render the report from its run table: `sabo-bench report {args.study} --from-table "
+                     f"{table}`" if table.exists() else "")
         return (f"no records of the {runs} runs of profile {profile!r} under {args.runs_dir}/{args.study}: run "
-                f"`sabo-bench run {args.study}{f' --profile {args.profile}' if args.profile else ''}` first")
+                f"`sabo-bench run {args.study}{f' --profile {args.profile}' if args.profile else ''}` first"
+                + committed)
     if args.force:
         return None
     from .claims import replacement_refusal
@@ -312,13 +326,26 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
     return f"{reason}; not replaced: write this one elsewhere with `--out {Path(args.out, profile)}`, or use --force"
 
 
+def report_records(args, configs) -> list[dict]:
+    """The records of ``configs``: from ``--from-table`` when given, else from ``--runs-dir``."""
+    if args.from_table is None:
+        return [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
+    from .table import records_from_table
+
+    try:
+        return records_from_table(args.from_table, configs)
+    except ValueError as exc:
+        raise UsageError(f"--from-table: {exc}") from None
+
+
 def cmd_report(args) -> int:
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
     profile = params[args.study]["profile"]
     configs = study.configs(params)
-    records = [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
-    print(f"{len(records)} of {len(configs)} runs of profile {profile!r} have records")
+    records = report_records(args, configs)
+    source = args.from_table or f"{args.runs_dir}/{args.study}"
+    print(f"{len(records)} of {len(configs)} runs of profile {profile!r} have records ({source})")
     refusal = report_refusal(args, study, profile, len(records), len(configs))
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
@@ -326,7 +353,14 @@ def cmd_report(args) -> int:
     tracker = make_tracker(args)
     logger = SafeLogger(tracker, _log_later(args)) if tracker else None
     outcome = study.report(params, records, Path(args.out), tracker=logger)
-    for path in outcome["files"]:
+    from .outcomes import write_outcomes
+    from .table import table_path, write_table
+
+    hook = optional_hook(study, "outcomes")
+    files = [*outcome["files"], write_table(table_path(args.out, study.REPORT_NAME), records),
+             *write_outcomes(args.out, study.REPORT_NAME, profile=profile, records=records, runs=len(configs),
+                             claims=outcome["claims"], outcomes=hook(params, records) if hook else None)]
+    for path in files:
         print(f"wrote {path}")
     if logger is not None:
         logger.summarize("figure sets")
@@ -413,9 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p, selection=False)
     p.set_defaults(func=cmd_prepare)
 
-    p = sub.add_parser("report", help="regenerate a study's tables, figures and claim verdicts from its records")
+    p = sub.add_parser("report", help="regenerate a study's tables, figures, claim verdicts, run table and DVC "
+                                      "metrics from its records")
     add_common(p, selection=False)
     p.add_argument("--out", default="results", help="output directory (default: %(default)s)")
+    p.add_argument("--from-table", metavar="RUNS_PARQUET",
+                   help="read the records from this run table (the <name>_runs.parquet an earlier report wrote, "
+                        "e.g. the committed results/synthetic_runs.parquet) instead of --runs-dir")
     p.add_argument("--force", action="store_true",
                    help="replace the report in --out even if it is of another profile or made from more records")
     p.add_argument("--no-track", action="store_true", help="do not attach the figures to MLflow")

@@ -4,7 +4,7 @@ A study is a module (``replication.<name>.study``) registered by one line in :da
 The command line, the executors and the engine reach it only through this module:
 :func:`get_study` (checked against :class:`Study`), :func:`select` (the runs a
 ``--setting/--method/--seed/--function`` selection keeps) and :func:`optional_hook`
-(``prepare``, ``gpus``).
+(``prepare``, ``gpus``, ``outcomes``).
 """
 from __future__ import annotations
 
@@ -55,6 +55,10 @@ class Study(Protocol):
       cached features); returns lines describing what it did. Default: nothing to prepare.
     - ``gpus(config) -> int``: GPUs one run needs. Default: 0. The executors give each run that
       needs one a device of its own (:mod:`replication.devices`).
+    - ``outcomes(params, records) -> dict``: the study's outcome numbers for ``dvc metrics``
+      (``{"metrics": nested dict of numbers, "curves": replication.outcomes.Curves | None}``; the
+      curves feed its ``dvc plots``). Default: the metrics file holds only the profile, the record
+      counts and the claim verdict counts (:mod:`replication.outcomes`).
     """
 
     def configs(self, params: dict) -> list[RunConfig]: ...
@@ -68,7 +72,7 @@ class Study(Protocol):
     REPORT_NAME: str
 
 
-OPTIONAL_HOOKS = ("prepare", "gpus")
+OPTIONAL_HOOKS = ("prepare", "gpus", "outcomes")
 """The optional members of :class:`Study`."""
 
 
@@ -86,7 +90,7 @@ def get_study(name: str) -> Study:
 
 
 def optional_hook(study: Study, name: str) -> Callable | None:
-    """The optional hook ``name`` (``prepare`` or ``gpus``) of ``study``, or None where it has none."""
+    """The optional hook ``name`` (one of :data:`OPTIONAL_HOOKS`) of ``study``, or None where it has none."""
     if name not in OPTIONAL_HOOKS:
         raise ValueError(f"{name!r} is not an optional hook of a study; those are {', '.join(OPTIONAL_HOOKS)}")
     return getattr(study, name, None)

@@ -1,6 +1,13 @@
-"""dvc.yaml and params.yaml agree: one stage per (setting, method), every figure an output."""
+"""dvc.yaml and params.yaml agree: one stage per (setting, method), every figure an output; code is a
+dependency; each report stage declares the run table, metrics and curves its report writes; and DVC
+itself (its Python API, on a copy of the pipeline) finds the stages that a code or parameter
+change affects, and no others."""
+import os
+import re
+import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +59,130 @@ def test_report_stages_keep_the_old_report_while_they_run():
     reports = [name for name, stage in dvc["stages"].items() if " report " in f" {stage['cmd']} "]
     assert sorted(reports) == ["image_report", "prompt_report", "synthetic_report"]
     for name in reports:
-        for out in dvc["stages"][name]["outs"]:
+        for out in [*dvc["stages"][name]["outs"], *dvc["stages"][name]["metrics"]]:
             (path, options), = out.items()
             assert options == {"cache": False, "persist": True}, (name, path)
         assert dvc["stages"][name]["cmd"].endswith("--out results")  # no --force: a refusal stops the stage
+
+
+RUN_STAGES = ("synthetic", "image", "prompt")
+CODE = ("sabo", "baselines", "replication/engine.py", "replication/config.py", "replication/curve.py")
+
+
+def report_stages(dvc) -> dict[str, str]:
+    """report stage -> the study its command reports."""
+    return {name: stage["cmd"].split()[2] for name, stage in dvc["stages"].items()
+            if stage["cmd"].startswith("sabo-bench report ")}
+
+
+def test_run_stages_depend_on_their_code():
+    """Editing sabo/sabo.py (or any optimizer, or the engine) must make the run stages out of date;
+    until then only sabo/__init__.py (the version) was a dependency."""
+    dvc = load("dvc.yaml")
+    for name in RUN_STAGES:
+        deps = dvc["stages"][name]["deps"]
+        assert set(CODE) <= set(deps), name
+        assert any(d.startswith(f"replication/{name}/") for d in deps), name
+        assert all((ROOT / d).exists() for d in deps if not d.startswith(("runs/", "data/"))), name
+    ignored = (ROOT / ".dvcignore").read_text().split()
+    assert "__pycache__/" in ignored and "*.pyc" in ignored  # bytecode must not change the directory hashes
+
+
+def test_report_stages_declare_the_table_metrics_and_curves_the_report_writes():
+    from replication.params import read_params
+    from replication.studies import get_study, optional_hook
+
+    dvc, params = load("dvc.yaml"), read_params(ROOT / "params.yaml")
+    declared_outs = set()
+    for name, study_name in report_stages(dvc).items():
+        stage, study = dvc["stages"][name], get_study(study_name)
+        report = study.REPORT_NAME
+        outs = {next(iter(o)) for o in stage["outs"]}
+        declared_outs |= outs
+        assert [next(iter(m)) for m in stage["metrics"]] == [f"results/{report}_metrics.json"], name
+        assert f"results/{report}_runs.parquet" in outs, name
+        plots_curves = optional_hook(study, "outcomes")(params, []).get("curves") is not None
+        assert (f"results/{report}_curves.csv" in outs) == plots_curves, name
+        assert {"replication/outcomes.py", "replication/table.py", f"replication/{study_name}/study.py"} <= set(
+            stage["deps"]), name
+    for plot in dvc["plots"]:
+        (plot_id, spec), = plot.items()
+        assert set(spec["y"]) <= declared_outs, plot_id  # every plot reads a file a report stage writes
+        assert (ROOT / ".dvc" / "plots" / f"{spec['template']}.json").exists(), plot_id
+
+
+def readme_exp_command(text: str) -> list[str]:
+    """The README's command that runs the quick synthetic profile under DVC, as argv."""
+    commands = re.findall(r"`(dvc exp run -S synthetic\.profile=quick[^`]*)`", text)
+    assert commands and len(set(commands)) == 1, commands
+    return commands[0].split()
+
+
+@pytest.fixture(scope="module")
+def pipeline_copy(tmp_path_factory):
+    """A DVC repository (no git) holding this pipeline and its code, every stage used below
+    committed with empty outputs: DVC's view of 'up to date' without running anything."""
+    from dvc.repo import Repo
+
+    root = tmp_path_factory.mktemp("pipeline")
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, root)
+    for name in ("sabo", "baselines", "replication"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    cwd = Path.cwd()
+    os.chdir(root)  # DVC resolves stage names against the working directory's dvc.yaml: never this checkout's
+    repo = Repo.init(root, no_scm=True)
+    stages = {s.name: s for s in repo.index.stages}
+    targets = ["synthetic@d200_N50-ingo", "synthetic@d200_N100-sabo", "image_features", "image@d100-sabo",
+               "prompt_data", "prompt"]
+    for name in targets:
+        for out in stages[name].outs:
+            Path(out.fs_path).mkdir(parents=True, exist_ok=True)
+    for name in targets:
+        repo.commit(name, force=True)
+    assert repo.status(targets) == {}
+    try:
+        yield root, repo, targets
+    finally:
+        repo.close()
+        os.chdir(cwd)
+
+
+def test_a_synthetic_parameter_change_touches_only_synthetic_stages_and_the_readme_command_runs_only_them(
+        pipeline_copy):
+    root, repo, targets = pipeline_copy
+    params = root / "params.yaml"
+    before = params.read_text()
+    params.write_text(before.replace("\n  profile: full\n", "\n  profile: quick\n", 1))  # synthetic's profile
+    try:
+        changed = repo.status(targets)
+        assert sorted(changed) == ["synthetic@d200_N100-sabo", "synthetic@d200_N50-ingo"]
+        for name in changed:
+            assert changed[name] == [{"changed deps": {"params.yaml": {"synthetic.profile": "modified"}}}]
+        argv = readme_exp_command((ROOT / "README.md").read_text())
+        assert argv[:5] == ["dvc", "exp", "run", "-S", "synthetic.profile=quick"] and argv[5:]
+        would_run = repo.reproduce(argv[5:], dry=True)
+        assert len(would_run) == 25 and {s.addressing.split("@")[0] for s in would_run} == {"synthetic"}
+    finally:
+        params.write_text(before)
+
+
+def test_a_code_change_makes_the_run_stages_out_of_date_and_bytecode_does_not(pipeline_copy):
+    root, repo, targets = pipeline_copy
+    (root / "sabo" / "__pycache__").mkdir(exist_ok=True)
+    (root / "sabo" / "__pycache__" / "sabo.cpython-311.pyc").write_bytes(b"bytecode")
+    assert repo.status(targets) == {}
+    runs = [t for t in targets if "@" in t or t == "prompt"]
+    for path in ("sabo/sabo.py", "baselines/bes.py", "replication/engine.py"):
+        source = root / path
+        text = source.read_text()
+        source.write_text(text + "# an edit\n")
+        try:
+            changed = repo.status(targets)
+            assert sorted(changed) == sorted(runs), path  # not the data preparation stages
+            dep = path if path.endswith("engine.py") else path.split("/")[0]
+            for name in runs:
+                assert changed[name] == [{"changed deps": {dep: "modified"}}], (path, name)
+        finally:
+            source.write_text(text)
+    assert repo.status(targets) == {}

@@ -117,6 +117,33 @@ def cost(config: RunConfig) -> float:
     return run_cost(config, dim=d, eval_cost=config.problem["batch_size"] * d / 10)
 
 
+def outcomes(params: dict, records: list[dict]) -> dict:
+    """What ``dvc metrics`` and ``dvc plots`` show (:mod:`replication.outcomes`): the selected test
+    accuracy (%, the configuration with the best mean validation accuracy, mean over seeds: the
+    report's Table 3 cells) per dimension, noise rate and method, and the accuracy curves of the
+    runs of those selected configurations, one panel per dimension and noise rate."""
+    from replication.config import canonical_json
+    from replication.outcomes import Curves, nested
+
+    from .report import cells, select
+
+    selected = {key: select(cell, "val") for key, cell in cells(records).items()}
+    metrics = {"selected_test_accuracy": nested(((s, f"noise_{round(100 * r)}", m), v["mean"])
+                                                for (s, r, m), v in sorted(selected.items()))}
+    chosen = {(s, r, m, canonical_json(v["params"])) for (s, r, m), v in selected.items()}
+    runs = [rec for rec in records
+            if (rec["config"]["setting"], rec["config"]["problem"]["noise_rate"], rec["config"]["method"],
+                canonical_json(rec["config"]["params"])) in chosen]
+
+    def label(c: dict) -> dict:
+        rate = c["problem"]["noise_rate"]
+        return {"panel": f"{c['setting']} noise {rate:.0%}", "method": c["method"], "seed": c["seed"],
+                "setting": c["setting"], "noise_rate": rate}
+
+    return {"metrics": metrics, "curves": Curves(runs, label, values=("test_accuracy", "val_accuracy"),
+                                                 extra_labels=("setting", "noise_rate"))}
+
+
 def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
     from .report import report as _report
 

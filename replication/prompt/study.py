@@ -247,6 +247,19 @@ def gpus(config: RunConfig) -> int:
     return 1 if str(config.problem.get("device", "cpu")).startswith("cuda") else 0
 
 
+def outcomes(params: dict, records: list[dict]) -> dict:
+    """What ``dvc metrics`` shows (:mod:`replication.outcomes`): the selected test metric (%, the
+    report's Table 1 and 2 cells under ``prompt.selection``) per task, d and method, and the zero-shot
+    test metric per task. No curve plot: the study's outcome is its tables."""
+    from replication.outcomes import nested, number
+
+    from .report import select, zero_shot
+
+    selected = select(records, params[STUDY]["selection"])
+    return {"metrics": {"selected_test_metric": nested((key, v["mean"]) for key, v in sorted(selected.items())),
+                        "zero_shot_test_metric": {t: number(v) for t, v in sorted(zero_shot(records).items())}}}
+
+
 def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
     from .report import report as _report
 

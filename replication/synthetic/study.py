@@ -94,6 +94,27 @@ def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
     return _report(params, records, out_dir, tracker=tracker)
 
 
+def outcomes(params: dict, records: list[dict]) -> dict:
+    """What ``dvc metrics`` and ``dvc plots`` show (:mod:`replication.outcomes`): the median over seeds
+    of the final error E_T per setting, function and method (the report's tables), the number of
+    diverged runs, and every run's error curve, one panel per setting and function."""
+    from replication.outcomes import Curves, nested
+
+    finals: dict = {}
+    for r in records:
+        c = r["config"]
+        finals.setdefault((c["setting"], c["problem"]["name"], c["method"]), []).append(r["result"]["final"]["error"])
+    metrics = {"final_error": nested((key, np.median(v)) for key, v in finals.items()),
+               "diverged_runs": sum(r["result"]["status"] == "diverged" for r in records)}
+
+    def label(c: dict) -> dict:
+        return {"panel": f"{c['setting']} {c['problem']['name']}", "method": c["method"], "seed": c["seed"],
+                "setting": c["setting"], "function": c["problem"]["name"]}
+
+    return {"metrics": metrics,
+            "curves": Curves(records, label, values=("error",), extra_labels=("setting", "function"))}
+
+
 def make_problem(config: RunConfig) -> SyntheticProblem:
     pr = config.problem
     return SyntheticProblem(pr["name"], pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())

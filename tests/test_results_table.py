@@ -1,0 +1,293 @@
+"""Run tables, DVC metrics and curves files: what `sabo-bench report` writes beside a report.
+
+A report re-rendered from its run table (``--from-table``, no ``runs/``) must be byte for byte
+the report made from the records: page, claims, figures, metrics, curves and the table itself.
+"""
+import copy
+import csv
+import json
+import math
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from helpers import tiny_params
+
+from replication.cli import main
+from replication.config import canonical_json
+from replication.engine import record_path
+from replication.params import read_params
+from replication.storage import write_json
+from replication.studies import get_study
+from replication.table import read_table_records, records_from_table, table_path, write_table
+
+TINY = tiny_params()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    """The tiny synthetic study run once through the CLI: (params path, runs dir)."""
+    root = tmp_path_factory.mktemp("tiny")
+    params = root / "params.yaml"
+    params.write_text(yaml.safe_dump(TINY))
+    runs = root / "runs"
+    assert main(["run", "synthetic", "--params", str(params), "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    return str(params), runs
+
+
+def report(study, params, out, *extra):
+    return main(["report", study, "--params", params, "--out", str(out), "--no-track", *extra])
+
+
+def files_of(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def records_of(params_path, runs, study="synthetic"):
+    from replication.engine import load_record
+
+    params = yaml.safe_load(open(params_path))
+    return [r for r in (load_record(runs, c) for c in get_study(study).configs(params)) if r is not None]
+
+
+def as_json(records) -> str:
+    """Records as text that compares NaN equal to NaN (dict == does not)."""
+    return json.dumps(records, sort_keys=True, allow_nan=True)
+
+
+def test_the_synthetic_report_writes_its_table_metrics_and_curves(tiny_study, tmp_path):
+    params, runs = tiny_study
+    out = tmp_path / "results"
+    assert report("synthetic", params, out, "--runs-dir", str(runs)) == 0
+    records = records_of(params, runs)
+    assert len(records) == 8
+
+    metrics = json.loads((out / "synthetic_metrics.json").read_text())
+    claims = json.loads((out / "synthetic_claims.json").read_text())["claims"]
+    assert (metrics["profile"], metrics["records"], metrics["runs"], metrics["diverged_runs"]) == ("tiny", 8, 8, 0)
+    assert set(metrics["claims"]) == {"reproduced", "not_reproduced", "not_run"}
+    for key, verdict in (("reproduced", "reproduced"), ("not_reproduced", "not reproduced"), ("not_run", "not run")):
+        assert metrics["claims"][key] == sum(c["verdict"] == verdict for c in claims)
+    # median over the two seeds of E_T, from the records themselves
+    for function in ("ellipsoid", "levy"):
+        for method in ("sabo", "ingo"):
+            finals = [r["result"]["curve"]["error"][-1] for r in records
+                      if (r["config"]["problem"]["name"], r["config"]["method"]) == (function, method)]
+            assert len(finals) == 2
+            assert metrics["final_error"]["d10_N6"][function][method] == pytest.approx(np.median(finals), rel=1e-15)
+
+    with open(out / "synthetic_curves.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["panel", "method", "seed", "setting", "function", "nit", "nfev", "error"]
+    assert len(rows) == sum(len(r["result"]["curve"]["nit"]) for r in records)  # one row per run and curve point
+    first = records[0]
+    c = first["config"]
+    mine = [row for row in rows if (row["function"], row["method"], row["seed"]) == (c["problem"]["name"],
+                                                                                    c["method"], str(c["seed"]))]
+    assert [int(row["nit"]) for row in mine] == first["result"]["curve"]["nit"]
+    assert [float(row["error"]) for row in mine] == pytest.approx(first["result"]["curve"]["error"], rel=1e-5)
+    assert {row["panel"] for row in rows} == {"d10_N6 ellipsoid", "d10_N6 levy"}
+
+    table = read_table_records(table_path(out, "synthetic"))
+    assert as_json(table) == as_json(records)  # the records, in config order
+
+
+def test_a_report_from_its_run_table_is_byte_identical(tiny_study, tmp_path, capsys):
+    params, runs = tiny_study
+    first, second, third = tmp_path / "from_runs", tmp_path / "from_table", tmp_path / "again"
+    assert report("synthetic", params, first, "--runs-dir", str(runs)) == 0
+    capsys.readouterr()
+    table = first / "synthetic_runs.parquet"
+    assert report("synthetic", params, second, "--runs-dir", str(tmp_path / "no-runs"), "--from-table", str(table)) == 0
+    assert f"8 of 8 runs of profile 'tiny' have records ({table})" in capsys.readouterr().out
+    made = files_of(first)
+    assert {str(p) for p in made} >= {"synthetic.md", "synthetic_claims.json", "synthetic_metrics.json",
+                                      "synthetic_curves.csv", "synthetic_runs.parquet",
+                                      "figures/synthetic_d10_N6.png", "figures/synthetic_d10_N6_evals.png"}
+    assert files_of(second) == made
+    assert report("synthetic", params, third, "--from-table", str(second / "synthetic_runs.parquet")) == 0
+    assert files_of(third) == made  # a table re-written from a table is the same table
+    # the page carries no time of its own (it would differ between two renderings a minute apart)
+    assert datetime.now(timezone.utc).strftime("%Y-%m-%d %H:") not in made[Path("synthetic.md")].decode()
+
+
+def test_the_table_rebuilds_every_kind_of_record_exactly(tiny_study, tmp_path):
+    """NaN (as in an evaluation-only run's f_best) and inf values, a diverged run, nested and list-valued
+    stats, a final evaluation, a parameter that is a string in one run and a number in another."""
+    params, runs = tiny_study
+    records = records_of(params, runs)
+    odd = copy.deepcopy(records[:3])
+    odd[0]["result"].update(status="diverged", message="non-finite values: ünïcode")
+    odd[0]["result"]["curve"]["error"][-1] = math.inf
+    odd[0]["result"]["final"]["error"] = math.inf
+    odd[1]["result"]["curve"]["f_best"][0] = math.nan
+    odd[1]["result"]["stats"] = {"counts": [1, 2, 3], "nested": {"a": 1.5, "b": None}, "empty": {}}
+    odd[1]["result"]["final_evaluation"] = {"test_metric_final": 0.75, "best_dev_point": -1}
+    odd[2]["config"]["params"]["lr"] = "auto"  # the other rows hold numbers under params.lr
+    odd[2]["result"]["stats"] = {}
+    path = write_table(tmp_path / "t.parquet", [*odd, *records[3:]])
+    back = read_table_records(path)
+    assert as_json(back) == as_json([*odd, *records[3:]])
+    assert [list(r["result"]["curve"]) for r in back] == [list(r["result"]["curve"]) for r in records]  # key order
+    assert isinstance(back[0]["result"]["curve"]["nit"][1], int) and back[1]["result"]["stats"]["counts"] == [1, 2, 3]
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    assert table.num_rows == 8 and table.column_names[:5] == ["study", "setting", "problem.name", "method", "seed"]
+    assert {"params.lr", "final.error", "stats.flat_populations", "provenance.finished_utc", "curve.error",
+            "record"} <= set(table.column_names)
+    assert table.column("params.lr").to_pylist()[1:3] == ["0.1", '"auto"']  # no common type: JSON text
+    assert table.column("curve.error").to_pylist()[3] == records[3]["result"]["curve"]["error"]
+
+
+def test_a_table_gives_the_runs_of_the_profile_in_config_order_and_refuses_an_altered_row(tiny_study, tmp_path):
+    params, runs = tiny_study
+    records = records_of(params, runs)
+    configs = get_study("synthetic").configs(yaml.safe_load(open(params)))  # the file's order of methods
+    path = write_table(tmp_path / "t.parquet", records[::-1])
+    assert as_json(records_from_table(path, configs)) == as_json(records)
+    assert records_from_table(path, get_study("synthetic").configs({**TINY, "synthetic": {
+        **TINY["synthetic"], "profile": "full"}})) == []  # another profile's runs: none here
+
+    altered = copy.deepcopy(records)
+    altered[2]["config"]["seed"] = 7  # claims the hash of a run whose config it no longer holds
+    with pytest.raises(ValueError, match="holds the record of another run"):
+        records_from_table(write_table(tmp_path / "a.parquet", altered), configs)
+    with pytest.raises(ValueError, match="occurs twice"):
+        records_from_table(write_table(tmp_path / "d.parquet", [*records, records[0]]), configs)
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "other.parquet")
+    with pytest.raises(ValueError, match="not a sabo-bench run table"):
+        read_table_records(tmp_path / "other.parquet")
+
+
+def test_report_names_the_run_table_when_runs_are_missing(tiny_study, tmp_path, capsys):
+    params, runs = tiny_study
+    out = tmp_path / "results"
+    assert report("synthetic", params, out, "--runs-dir", str(runs)) == 0
+    capsys.readouterr()
+    assert report("synthetic", params, out, "--runs-dir", str(tmp_path / "fresh-clone"), "--force") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--from-table {out / 'synthetic_runs.parquet'}" in err
+    assert report("synthetic", params, out, "--from-table", str(tmp_path / "missing.parquet")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --from-table:") and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ the image and prompt studies
+def image_params(tmp_path):
+    """params.yaml with the image study's ci profile (2 noise rates, d100, 62 configurations, 1 seed)."""
+    params = read_params(ROOT / "params.yaml")
+    params["image"]["profile"] = "ci"
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return str(path), params
+
+
+def fake_image_records(params, runs):
+    """A record for every run of the image ci profile, without computing one: within each cell
+    (d, noise rate, method) the k-th configuration gets validation accuracy 0.5 + 0.01 k and test
+    accuracy 0.3 + 0.01 k, so the selected one is the last; MMES diverges at noise 60%."""
+    configs = get_study("image").configs(params)
+    index: dict = {}
+    expected = {}
+    for c in configs:
+        cell = (c.setting, c.problem["noise_rate"], c.method)
+        k = index.setdefault(cell, {}).setdefault(canonical_json(c.params), len(index[cell]))
+        diverged = c.method == "mmes" and c.problem["noise_rate"] == 0.6
+        val, test = 0.5 + 0.01 * k, 0.3 + 0.01 * k
+        curve = {"nit": [0, 10, 30], "nfev": [0, 1000, 3000], "f_best": [2.3, 1.9, 1.7],
+                 "test_accuracy": [0.1, test - 0.05, test], "val_accuracy": [0.1, val - 0.05, val]}
+        result = {"status": "diverged" if diverged else "completed", "message": "fake", "seeds": {},
+                  "evals_per_iteration": 100, "final": {key: v[-1] for key, v in curve.items()}, "curve": curve,
+                  "stats": {}}
+        record = {"schema": 1, "config": c.to_dict(), "config_hash": c.hash, "group_hash": c.group_hash,
+                  "result": result, "provenance": {"git_revision": "abc", "finished_utc": f"2026-01-01T00:00:{k:02d}",
+                                                   "wall_time_s": 1.0}}
+        write_json(record_path(runs, c), record)
+        expected[cell] = None if diverged else 100 * test  # the last k of the cell wins
+    return configs, expected
+
+
+def test_the_image_report_from_its_table_is_byte_identical_and_its_metrics_are_the_selected_cells(tmp_path):
+    path, params = image_params(tmp_path)
+    runs = tmp_path / "runs"
+    configs, expected = fake_image_records(params, runs)
+    first, second = tmp_path / "from_runs", tmp_path / "from_table"
+    assert report("image", path, first, "--runs-dir", str(runs)) == 0
+    assert report("image", path, second, "--runs-dir", str(tmp_path / "none"),
+                  "--from-table", str(first / "noisy_labels_runs.parquet")) == 0
+    made = files_of(first)
+    assert files_of(second) == made and len(made) == 6  # md, claims, figure, table, metrics, curves
+
+    metrics = json.loads((first / "noisy_labels_metrics.json").read_text())
+    assert (metrics["profile"], metrics["records"], metrics["runs"]) == ("ci", len(configs), len(configs))
+    accuracy = metrics["selected_test_accuracy"]["d100"]
+    assert set(accuracy) == {"noise_0", "noise_60"}
+    for (_, rate, method), value in expected.items():
+        got = accuracy[f"noise_{round(100 * rate)}"][method]
+        assert got is None if value is None else got == pytest.approx(value, abs=1e-9), (rate, method)
+
+    with open(first / "noisy_labels_curves.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(expected) * 3  # the selected configuration's run (1 seed) of each cell, 3 points
+    sabo_0 = [float(r["test_accuracy"]) for r in rows if (r["method"], r["noise_rate"]) == ("sabo", "0.0")]
+    assert sabo_0[-1] == pytest.approx(expected[("d100", 0.0, "sabo")] / 100, abs=1e-6)
+
+
+def test_the_prompt_report_of_the_offline_profile_has_an_empty_table(tmp_path):
+    first, second = tmp_path / "from_runs", tmp_path / "from_table"
+    params = str(ROOT / "params.yaml")
+    assert report("prompt", params, first, "--runs-dir", str(tmp_path / "runs")) == 0
+    assert read_table_records(first / "prompt_tuning_runs.parquet") == []
+    assert report("prompt", params, second, "--from-table", str(first / "prompt_tuning_runs.parquet")) == 0
+    assert files_of(second) == files_of(first)
+    metrics = json.loads((first / "prompt_tuning_metrics.json").read_text())
+    assert metrics == {"profile": "offline", "records": 0, "runs": 0, "selected_test_metric": {},
+                       "zero_shot_test_metric": {},
+                       "claims": {"reproduced": 0, "not_reproduced": 0,
+                                  "not_run": len(yaml.safe_load(open(ROOT / "replication/prompt/claims.yaml")))}}
+    assert not (first / "prompt_tuning_curves.csv").exists()  # the prompt study plots no curves
+
+
+def dvc(cwd, *args) -> dict:
+    out = subprocess.run([sys.executable, "-m", "dvc", *args, "--json"], cwd=cwd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_dvc_metrics_and_plots_show_the_report_outcomes(tiny_study, tmp_path):
+    """`dvc metrics show` and `dvc plots show` read what the report wrote, with dvc.yaml's plot
+    definitions and the templates in .dvc/plots/."""
+    import shutil
+
+    params, runs = tiny_study
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=repo, check=True)
+    shutil.copy(ROOT / "dvc.yaml", repo)
+    shutil.copytree(ROOT / ".dvc" / "plots", repo / ".dvc" / "plots")
+    assert report("synthetic", params, repo / "results", "--runs-dir", str(runs)) == 0
+
+    metrics = dvc(repo, "metrics", "show")
+    shown = next(iter(metrics.values()))["data"]["results/synthetic_metrics.json"]["data"]
+    assert shown == json.loads((repo / "results" / "synthetic_metrics.json").read_text())
+    plots = dvc(repo, "plots", "show")["data"]
+    with open(repo / "results" / "synthetic_curves.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    for name, x in (("synthetic_error_vs_iterations", "nit"), ("synthetic_error_vs_evaluations", "nfev")):
+        spec = plots[name][0]["content"]
+        assert len(spec["data"]["values"]) == len(rows)
+        encoding = spec["spec"]["encoding"]
+        assert (encoding["x"]["field"], encoding["y"]["field"]) == (x, "error")  # the template's anchors filled
+        assert encoding["y"]["scale"] == {"type": "log"} and encoding["color"]["field"] == "method"
+        assert {v["panel"] for v in spec["data"]["values"]} == {"d10_N6 ellipsoid", "d10_N6 levy"}
