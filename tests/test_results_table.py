@@ -227,7 +227,7 @@ def test_the_image_report_from_its_table_is_byte_identical_and_its_metrics_are_t
     assert report("image", path, second, "--runs-dir", str(tmp_path / "none"),
                   "--from-table", str(first / "noisy_labels_runs.parquet")) == 0
     made = files_of(first)
-    assert files_of(second) == made and len(made) == 6  # md, claims, figure, table, metrics, curves
+    assert files_of(second) == made and len(made) == 7  # md, claims, figure (PNG, SVG), table, metrics, curves
 
     metrics = json.loads((first / "noisy_labels_metrics.json").read_text())
     assert (metrics["profile"], metrics["records"], metrics["runs"]) == ("ci", len(configs), len(configs))
