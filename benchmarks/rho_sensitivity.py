@@ -527,11 +527,17 @@ def rounded(obj, digits: int = 6):
 
 
 def git_commit() -> str:
+    """HEAD's short hash, with "+local changes" when the code this script runs differs from it."""
+    def git(*cmd):
+        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--", "benchmarks/rho_sensitivity.py", "sabo", "baselines",
+                      "replication")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + (" +local changes" if changed else "")
 
 
 # ------------------------------------------------------------------------------------------ cli
