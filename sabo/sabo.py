@@ -45,9 +45,15 @@ from .schedules import as_schedule, schedule_mapping
 from .state import Array, Integer
 from .validation import check_choice
 
+#: ``rho=None`` means rho = DEFAULT_RHO_SCALE * sqrt(d): the largest c of the sensitivity study
+#: (README, "Choosing rho"; ``benchmarks/rho_sensitivity.py``) at which, for d in 10..1000, the
+#: safeguard never fired and SABO kept >= 90% of INGO's progress per iteration at beta = 0.1.
+DEFAULT_RHO_SCALE = 0.05
+
 #: Share of iterations with a perturbation-round safeguard activation above which SABO warns
-#: (checked from iteration :data:`SAFEGUARD_WARN_AFTER` on).
-SAFEGUARD_WARN_SHARE = 0.2
+#: (checked from iteration :data:`SAFEGUARD_WARN_AFTER` on): in the sensitivity study every run
+#: above 5% lost at least 10% of INGO's progress per iteration.
+SAFEGUARD_WARN_SHARE = 0.05
 SAFEGUARD_WARN_AFTER = 20
 
 
@@ -69,9 +75,11 @@ class SABO(GaussianSearch):
         N, samples per round (>= 2). Default: :func:`ingo_default_popsize`.
     lr : float or schedule
         Step size beta_t (> 0); a number is a constant schedule.
-    rho : float or schedule
+    rho : float, schedule or None
         Neighbourhood size rho_t (> 0) of the KL ball; ``InvSqrt(100, horizon=T)`` is the
-        paper's synthetic setting.
+        paper's synthetic setting. ``None`` (default): 0.05 sqrt(d) (:data:`DEFAULT_RHO_SCALE`),
+        which keeps the perturbation about 0.05 sqrt(d) standard deviations, where it costs
+        little progress per iteration at any d (README, "Choosing rho").
     rho_reading : {"paper", "inverse"}
         What rho means: the KL radius (``"paper"``, eq. sec31_5 as printed) or its inverse;
         see ``sabo.perturbation``.
@@ -96,12 +104,12 @@ class SABO(GaussianSearch):
         Array("sigma2_hat", lambda o: (o._dim,), positive=True),
     ) + GaussianSearch._STATE_FIELDS
 
-    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, rho=1.0, seed=None, *,
+    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, rho=None, seed=None, *,
                  baseline="mean", shaping="zscore", perturbation="closed_form",
                  rho_reading="paper", precision_floor=0.05, nonfinite="raise"):
         super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline,
                          shaping=shaping, precision_floor=precision_floor, nonfinite=nonfinite)
-        self._rho = as_schedule("rho", rho)
+        self._rho = as_schedule("rho", DEFAULT_RHO_SCALE * np.sqrt(self._dim) if rho is None else rho)
         self._perturbation = check_choice("perturbation", perturbation, PERTURBATIONS)
         self._rho_reading = check_choice("rho_reading", rho_reading, RHO_READINGS)
         self._warned: set[str] = set()  # SettingsWarning categories already issued (not state)

@@ -207,3 +207,26 @@ def test_frequent_safeguard_warns_and_an_error_filter_leaves_a_consistent_optimi
     X = opt.ask()  # the told round stands: the update round follows
     opt.tell(X, sphere(X))
     assert opt.phase == 0
+
+
+def test_default_rho_is_the_sqrt_d_rule_and_keeps_pace_with_ingo_on_a_10d_sphere():
+    """The library default (rho = 0.05 sqrt(d), README "Choosing rho"): on the issue's 10-d sphere with the
+    default popsize the safeguard never fires and SABO keeps >= 85% of INGO's progress per iteration
+    (the sensitivity study measured 0.98 here; the old default rho = 1 kept 0.34 with the safeguard in
+    68% of iterations). Median over 3 seeds; the seeds' spread in progress share was 0.02."""
+    assert SABO(np.zeros(400))._rho(0) == pytest.approx(0.05 * 20.0)
+    shares, clamps = [], []
+    for seed in range(3):
+        x0 = np.random.default_rng(seed).uniform(0, 1, 10)
+        f0 = sphere(x0[None])[0]
+        s = _run(SABO(x0, seed=seed), 150, fun=sphere)
+        i = _run(sabo_ingo(x0, seed), 150, fun=sphere)
+        shares.append(np.log10(sphere(s.mean[None])[0] / f0) / np.log10(sphere(i.mean[None])[0] / f0))
+        clamps.append(s.stats["safeguard_perturbation"])
+    assert clamps == [0, 0, 0] and np.median(shares) >= 0.85, (shares, clamps)
+
+
+def sabo_ingo(x0, seed):
+    import baselines
+
+    return baselines.make("ingo", x0=x0, seed=seed)
