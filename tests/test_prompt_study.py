@@ -275,6 +275,31 @@ def test_selection_picks_the_best_mean_dev_configuration(study_params, tmp_path)
         assert cell["std"] == pytest.approx(100 * np.std(tests, ddof=1))
 
 
+def test_a_diverged_run_is_reported_as_diverged_not_scored(study_params, tmp_path):
+    """Marking the best configuration's first seed diverged: that seed enters no mean, the configuration
+    ranks below fully completed ones, and the cell says how many seeds diverged."""
+    import copy
+
+    from replication.prompt.report import _cell
+
+    path, p = study_params
+    records = [execute(c, tmp_path / "runs") for c in study.configs(p) if c.method == "sabo"]
+    best = select(records, "best_dev")[("sst2", "d8", "sabo")]
+    hurt = copy.deepcopy(records)
+    victim = next(r for r in hurt if r["config"]["params"] == best["params"])
+    victim["result"]["status"] = "diverged"
+    cell = select(hurt, "best_dev")[("sst2", "d8", "sabo")]
+    assert cell["params"] != best["params"] and cell["diverged"] == 0
+    only = [r for r in hurt if r["config"]["params"] == best["params"]]
+    alone = select(only, "best_dev")[("sst2", "d8", "sabo")]
+    assert alone["diverged"] == 1 and alone["seeds"] == len(only)
+    assert f"(1/{len(only)} seeds diverged)" in _cell(alone, None, None)
+    for r in only:
+        r["result"]["status"] = "diverged"
+    gone = select(only, "best_dev")[("sst2", "d8", "sabo")]
+    assert np.isnan(gone["mean"]) and _cell(gone, None, None) == f"diverged ({len(only)}/{len(only)} seeds)"
+
+
 def test_interrupted_run_resumes_to_the_same_result(study_params, tmp_path):
     from helpers import deterministic_part
 

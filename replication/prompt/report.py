@@ -48,10 +48,10 @@ def _hp_label(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(hp.items())) or "defaults"
 
 
-def _run_scores(record: dict, rule: str) -> tuple[float, float]:
-    """(dev metric, test metric) of a run under ``rule``; a diverged run scores 0 on both."""
+def _run_scores(record: dict, rule: str) -> tuple[float, float] | None:
+    """(dev metric, test metric) of a run under ``rule``; None for a diverged run (it is not scored)."""
     if record["result"]["status"] != "completed":
-        return 0.0, 0.0
+        return None
     dev_key, test_key = RULES[rule]
     ev = record["result"]["final_evaluation"]
     dev = ev[dev_key] if dev_key in ev else record["result"]["final"][dev_key]
@@ -60,22 +60,28 @@ def _run_scores(record: dict, rule: str) -> tuple[float, float]:
 
 def select(records: list[dict], rule: str) -> dict:
     """(task, setting, method) -> the configuration with the best mean dev metric over seeds, in %."""
-    groups: dict = defaultdict(lambda: defaultdict(lambda: {"dev": [], "test": [], "params": None}))
+    groups: dict = defaultdict(lambda: defaultdict(lambda: {"dev": [], "test": [], "params": None, "diverged": 0}))
     for r in records:
         c = RunConfig.from_dict(r["config"])
         if c.method == ZERO_SHOT:
             continue
         slot = groups[(c.problem["name"], c.setting, c.method)][canonical_json(c.params)]
         slot["params"] = c.params
-        dev, test = _run_scores(r, rule)
-        slot["dev"].append(dev)
-        slot["test"].append(test)
+        scores = _run_scores(r, rule)
+        if scores is None:
+            slot["diverged"] += 1
+            continue
+        slot["dev"].append(scores[0])
+        slot["test"].append(scores[1])
     out = {}
     for key, grid in groups.items():
-        best = max(grid.values(), key=lambda s: np.mean(s["dev"]))  # ties: the first configuration
-        out[key] = {"params": best["params"], "mean": 100 * float(np.mean(best["test"])),
-                    "std": 100 * float(np.std(best["test"], ddof=1)) if len(best["test"]) > 1 else 0.0,
-                    "dev": 100 * float(np.mean(best["dev"])), "seeds": len(best["test"])}
+        # fewest diverged seeds first, then the best mean dev metric; ties: the first configuration
+        best = max(grid.values(), key=lambda s: (-s["diverged"], np.mean(s["dev"]) if s["dev"] else -np.inf))
+        test = 100 * np.asarray(best["test"], dtype=float)
+        out[key] = {"params": best["params"], "mean": float(np.mean(test)) if test.size else np.nan,
+                    "std": float(np.std(test, ddof=1)) if test.size > 1 else 0.0,
+                    "dev": 100 * float(np.mean(best["dev"])) if best["dev"] else np.nan,
+                    "seeds": test.size + best["diverged"], "diverged": best["diverged"]}
     return out
 
 
@@ -94,7 +100,8 @@ class Context:
                 if all((t, s, m) in self.selected for m in methods)]
 
     def mean(self, task, setting, method) -> float:
-        return self.selected[(task, setting, method)]["mean"]
+        mean = self.selected[(task, setting, method)]["mean"]
+        return -np.inf if np.isnan(mean) else mean  # every seed diverged: below everyone
 
 
 def check_best_everywhere(check, ctx: Context):
@@ -178,10 +185,14 @@ class Reasons:
 def _cell(ours, paper_cell, reason) -> str:
     if ours is None:
         mine = reason
+    elif ours["diverged"] == ours["seeds"]:
+        mine = f"diverged ({ours['seeds']}/{ours['seeds']} seeds)"
     elif ours["seeds"] == 1:
         mine = f"**{ours['mean']:.2f}** (1 seed)"
     else:
         mine = f"**{ours['mean']:.2f} ± {ours['std']:.2f}**"
+    if ours is not None and 0 < ours["diverged"] < ours["seeds"]:
+        mine += f" ({ours['diverged']}/{ours['seeds']} seeds diverged)"
     if paper_cell is None:
         return mine
     return f"{mine} (paper {paper_cell[0]:.2f} ± {paper_cell[1]:.2f})"
