@@ -368,7 +368,7 @@ def fmt(v, spec=".2f") -> str:
 def rule_table(name: str, table: dict) -> list[str]:
     lines = [f"| {name} | cases keeping pace | at default beta | min / median progress_iters | at default beta | "
              "median gap, equal evals (decades) | median / max gap, equal iterations | median / max safeguard share "
-             "| mean ||delta_mu||_M / sqrt(d) | d failing |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| mean Mahalanobis shift / sqrt(d) | d failing |", "|---|---|---|---|---|---|---|---|---|---|"]
     for key, v in table.items():
         lines.append(f"| {key:g} | {v['cases_ok']}/{v['cases_scored']} | {v['cases_ok_default_lr']}/"
                      f"{v['cases_scored_default_lr']} | {fmt(v['progress_iters_min'])} / "
@@ -450,7 +450,7 @@ def markdown(meta: dict, cells: list[dict], rules: dict) -> str:
         out.append(f"| {name} | {v['cells_ok']}/{v['cells']} | {fmt(v['safeguard_share_median'], '.1%')} |")
     out += ["", "## Per cell at beta = 0.1, default N (median over seeds)", "",
             "| function | d | N | rho | rho/sqrt(d) | log10 f SABO | INGO (equal evals) | INGO (equal its) | "
-            "gap evals | gap its | progress_iters | safeguard share | mean ||delta_mu||_M / rho |",
+            "gap evals | gap its | progress_iters | safeguard share | mean Mahalanobis shift / rho |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
         if c["lr"] != 0.1 or c["popsize_rule"] != "default":
