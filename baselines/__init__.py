@@ -9,6 +9,10 @@ Adding an optimizer is one new module and one :func:`register` call (README, "Ex
 a subclass of :class:`sabo.protocol.AskTellOptimizer` with a class attribute ``name``
 (which also registers it in :data:`sabo.protocol.OPTIMIZERS`, the table saved states are
 restored through), made known to the studies and the tests by ``register(cls)``.
+
+TuRBO-1 (``turbo``) computes with PyTorch, GPyTorch and BoTorch (the ``bo`` extra:
+``pip install 'sabo-bench[bo]'``); they are imported when one is built, so importing this
+package needs none of them.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from .bes import BES
 from .cmaes import CMAES
 from .ingo import INGO
 from .mmes import MMES
+from .turbo import TuRBO1
 
 #: Every method by its registry name (each class's ``name``, which also identifies its saved
 #: states). Filled by :func:`register` only; the studies (``baselines.make``), the run engine
@@ -61,7 +66,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (SABO, INGO, BES, CMAES, MMES):
+for _cls in (SABO, INGO, BES, CMAES, MMES, TuRBO1):
     register(_cls)
 
 
@@ -84,4 +89,5 @@ def make(name: str, **params):
     return REGISTRY[name](**params)
 
 
-__all__ = ["BES", "CMAES", "INGO", "MMES", "SABO", "REGISTRY", "REQUIRED_PARAMETERS", "make", "parameters", "register"]
+__all__ = ["BES", "CMAES", "INGO", "MMES", "SABO", "TuRBO1", "REGISTRY", "REQUIRED_PARAMETERS", "make", "parameters",
+           "register"]

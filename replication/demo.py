@@ -8,6 +8,8 @@ synthetic-study step sizes (beta = 0.1, BES spacing c = 1, rho = 100/sqrt(T + 1)
 SABO horizon). A method the paper does not use (one added with ``baselines.register``) runs
 with its constructor's defaults. It prints the error E = ||mu - x*||_2 reached, as in the
 paper's figures. This is a smoke-sized preview; the full study is the synthetic pipeline.
+A method whose declared work per iteration is far above CMA-ES's (:data:`PREVIEW_COST_RATIO`;
+the Bayesian-optimisation baselines) is listed as skipped.
 """
 from __future__ import annotations
 
@@ -27,6 +29,19 @@ PAPER_SETTINGS = {
     "ingo": lambda T: {"lr": 0.1},
     "bes": lambda T: {"lr": 0.1, "spacing": 1.0},
 }
+
+
+#: A method is previewed when its ``cost_per_iteration(d, N)`` is at most this multiple of CMA-ES's,
+#: the costliest evolution strategy here: the preview should take about a minute, and a
+#: Bayesian-optimisation method refits a GP on all its data every iteration (TuRBO-1 at the
+#: demo's default d = 100, N = 50, 200,000 evaluations would run for hours; benchmarks/bo_cost.py).
+PREVIEW_COST_RATIO = 1e4
+
+
+def previewed(name: str, dim: int, popsize: int) -> bool:
+    """Whether the demo runs the registered method ``name`` at (d, N) (see :data:`PREVIEW_COST_RATIO`)."""
+    cost = baselines.REGISTRY[name].cost_per_iteration(dim, popsize)
+    return cost <= PREVIEW_COST_RATIO * baselines.CMAES.cost_per_iteration(dim, popsize)
 
 
 def method_params(name: str, popsize: int, evals: int) -> dict:
@@ -53,9 +68,13 @@ def main(argv=None) -> None:
     width = {n: max(12, len(n) + 2) for n in names}
     print(f"d = {args.dim}, N = {args.popsize}, budget = {args.evals} evaluations, seed = {args.seed}")
     print(f"{'function':<18}" + "".join(f"{n:>{width[n]}}" for n in names))
+    skipped = [n for n in names if not previewed(n, args.dim, args.popsize)]
     for fname, (fun, x_star) in FUNCTIONS.items():
         row = []
         for name in names:
+            if name in skipped:
+                row.append(f"{'skipped':>{width[name]}}")
+                continue
             opt = baselines.make(name, x0=x0, seed=args.seed, **method_params(name, args.popsize, args.evals))
             try:
                 res = sabo.run(opt, fun, max_nfev=args.evals, record_mean=False)
@@ -63,6 +82,9 @@ def main(argv=None) -> None:
             except (FloatingPointError, ValueError):  # the optimizer's state or F overflowed
                 row.append(f"{'diverged':>{width[name]}}")
         print(f"{fname:<18}" + "".join(row), flush=True)
+    if skipped:
+        print(f"skipped: {', '.join(skipped)} (work per iteration above {PREVIEW_COST_RATIO:g} x CMA-ES's; "
+              "run them in a study)")
 
 
 if __name__ == "__main__":

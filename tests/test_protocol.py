@@ -32,7 +32,24 @@ PARAMS = {  # non-default options worth exercising; a name not listed runs with 
     "bes": {"lr": 0.05, "spacing": 0.1},
     "cmaes": {"options": {"CMA_diagonal": True, "bounds": [[-5.0] * D, None]}},
     "mmes": {"restarts": True},
+    # few Adam steps and candidates keep its GP cheap; max_cholesky_size below the data size takes
+    # gpytorch's CG/Lanczos path, whose random probe vectors the RNG checks then cover; with
+    # failtol 1 the trust region expands, shrinks and restarts (at round 25: inside the 9 + 25
+    # rounds of the round-trip check)
+    "turbo": {"n_training_steps": 5, "n_candidates": 64, "max_cholesky_size": 16, "failtol": 1,
+              "bounds": [-2.0, 3.0]},
 }
+
+#: Methods that compute with PyTorch, and the package of their extra: without it their checks
+#: skip (which tests/conftest.py turns into a failure under CI=true); with it they run on one
+#: torch thread (on the shared 2-core machine, two threads made them 6x slower).
+TORCH_METHODS = {"turbo": "botorch"}
+
+
+def prepare(name, request):
+    if name in TORCH_METHODS:
+        pytest.importorskip(TORCH_METHODS[name])
+        request.getfixturevalue("one_torch_thread")
 
 
 def objective(X):
@@ -282,6 +299,23 @@ BAD_SPECIFIC = {  # name -> [(constructor arguments, message)]: each method's ow
         ({"archive_gap": 1}, "archive_gap must be one of 'strict', 'inclusive'"),
         ({"first_generation": "x0"}, "first_generation must be one of 'compare_x0', 'skip'"),
     ],
+    "turbo": [
+        ({"bounds": [[-1.0] * 2, [1.0] * 2]}, r"bounds must have shape \(2, 3\)"),
+        ({"bounds": [1.0, -1.0]}, "bounds must have lb < ub"),
+        ({"bounds": [-1.0, np.inf]}, "bounds must be finite"),
+        ({"bounds": [0.5, 1.0]}, "bounds must contain x0"),
+        ({"bounds": ["a", "b"]}, "bounds must contain real numbers"),
+        ({"n_init": 0}, "n_init must be an integer >= 1"),
+        ({"succtol": 0}, "succtol must be an integer >= 1"),
+        ({"failtol": 0}, "failtol must be an integer >= 1"),
+        ({"failtol": 1.5}, "failtol must be an integer"),
+        ({"popsize": 10, "n_candidates": 9}, "n_candidates must be an integer >= 10"),
+        ({"n_training_steps": -1}, "n_training_steps must be an integer >= 0"),
+        ({"max_cholesky_size": -1}, "max_cholesky_size must be an integer >= 0"),
+        ({"device": "tpu"}, "device must be 'cpu', 'cuda'"),
+        ({"device": "cpu:1"}, "device must be 'cpu', 'cuda'"),
+        ({"device": 0}, "device must be 'cpu', 'cuda'"),
+    ],
     # CMA-ES's own parameter is pycma's options: tests/test_cmaes.py checks what it refuses and why
 }
 
@@ -419,19 +453,22 @@ def test_registry_holds_each_class_under_its_declared_name():
 @pytest.mark.parametrize("check", [c for c in CHECKS if c is not check_hostile_states_are_refused],
                          ids=lambda c: c.__name__.removeprefix("check_"))
 @pytest.mark.parametrize("name", NAMES)
-def test_conformance(name, check):
+def test_conformance(name, check, request):
+    prepare(name, request)
     check(name)
 
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("mutate,message", HOSTILE_COMMON, ids=[m for _, m in HOSTILE_COMMON])
-def test_mutated_state_is_refused_naming_the_entry(name, mutate, message):
+def test_mutated_state_is_refused_naming_the_entry(name, mutate, message, request):
+    prepare(name, request)
     check_refused(name, mutate, message)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_unmutated_states_restore(name):
+def test_unmutated_states_restore(name, request):
     """The mutation tests above start from states that restore: their failures come from the mutation."""
+    prepare(name, request)
     round_trip(driven(name).state_dict())
 
 

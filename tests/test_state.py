@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from test_protocol import D, _set, check_refused, driven, round_trip
+from test_protocol import D, _set, check_refused, driven, prepare, round_trip
 
 import baselines
 import sabo
@@ -78,6 +78,10 @@ def test_cmaes_string_options_are_never_saved_or_restored(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- validation
+def _empty_region(state):
+    state["state"]["X"], state["state"]["Y"] = np.empty((0, D)), np.empty(0)
+
+
 SPECIFIC = [  # (optimizer, mutation, message)
     ("sabo", _set(["state", "mu"], lambda a: np.append(a, 0.0)), r"\['mu'\] must have shape \(6,\) .*d = 6"),
     ("sabo", _set(["state", "mu"], lambda a: np.where(np.arange(D) == 1, np.nan, a)), r"\['mu'\] must be finite"),
@@ -115,11 +119,28 @@ SPECIFIC = [  # (optimizer, mutation, message)
     ("cmaes", _set(["rng", "state", "state", "inc"], lambda v: v + 2), r"replay did not reproduce .*random generator"),
     ("cmaes", _set(["config", "options"], {"seed": 1}), r"options may not set 'seed'"),
     ("cmaes", _set(["config", "options"], "CMA_diagonal"), r"\['options'\] must be a dict"),
+    # turbo: box [-2, 3]^6, popsize 6, succtol 3, failtol 1; the state has a TR batch pending
+    ("turbo", _set(["state", "X"], lambda a: a + 10.0), r"\['X'\] must lie inside the box"),
+    ("turbo", _set(["state", "X"], lambda a: a[:, :-1]), r"\['X'\] must have shape \(any, 6\)"),
+    ("turbo", _set(["state", "Y"], lambda a: a[:-1]), r"\['Y'\] must have one value per row of X"),
+    ("turbo", _set(["state", "Y"], lambda a: a * np.nan), r"\['Y'\] must be finite"),
+    ("turbo", _set(["state", "design"], np.zeros((5, D))), r"\['design'\] must have a multiple of popsize = 6 rows"),
+    ("turbo", _set(["state", "design"], np.zeros((6, D))), r"\['pending'\] must be the first popsize rows"),
+    ("turbo", _empty_region, r"X and design are both empty"),
+    ("turbo", _set(["state", "length"], 0.0), r"\['length'\] must be > 0"),
+    ("turbo", _set(["state", "length"], 3.2), r"\['length'\] must lie in \[0.0078125, 1.6\]"),
+    ("turbo", _set(["state", "succ_count"], 3), r"\['succ_count'\] must be an integer in \[0, 2\]"),
+    ("turbo", _set(["state", "fail_count"], 1), r"\['fail_count'\] must be an integer in \[0, 0\]"),
+    ("turbo", _set(["state", "tr_bounds"], lambda a: a[:1]), r"\['tr_bounds'\] must have shape \(2, 6\)"),
+    ("turbo", _set(["config", "bounds"], lambda a: a[::-1].copy()), r"bounds must have lb < ub"),
+    ("turbo", _set(["config", "device"], "tpu"), r"device must be 'cpu', 'cuda'"),
+    ("turbo", _set(["config", "n_candidates"], 2), r"n_candidates must be an integer >= 6"),
 ]
 
 
 @pytest.mark.parametrize("name,mutate,message", SPECIFIC, ids=[f"{n}:{m}" for n, _, m in SPECIFIC])
-def test_mutated_optimizer_specific_state_is_refused(name, mutate, message):
+def test_mutated_optimizer_specific_state_is_refused(name, mutate, message, request):
+    prepare(name, request)
     check_refused(name, mutate, message)
 
 
