@@ -262,13 +262,18 @@ class TuRBO1(AskTellOptimizer):
         Array("tr_bounds", lambda o: (2, o._dim), optional=True),  # TR of the last TR batch, box coordinates
     ) + AskTellOptimizer._STATE_FIELDS
 
+    @classmethod
+    def default_popsize(cls, dim: int) -> int:
+        """The suite's default batch (:func:`sabo.ingo_default_popsize`); the reference's is 1."""
+        return ingo_default_popsize(dim)
+
     def __init__(self, x0, sigma0=1.0, popsize=None, seed=None, *, bounds=None, n_init=None, succtol=3,
                  failtol=None, n_candidates=None, n_training_steps=50, max_cholesky_size=None, device="cpu",
                  nonfinite="raise"):
         torch, _, _ = _import_bo()
         x0 = check_x0(x0)
         d = x0.size
-        super().__init__(x0, sigma0=sigma0, popsize=ingo_default_popsize(d) if popsize is None else popsize,
+        super().__init__(x0, sigma0=sigma0, popsize=self.default_popsize(d) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
         q = self._popsize
         self._lb, self._ub = self._checked_bounds(bounds)

@@ -45,7 +45,8 @@ def with_profile(name, **prompt_overrides):
 # -- configs ------------------------------------------------------------------------------------
 def test_gpu_profile_is_the_papers_grid():
     cs = study.configs(with_profile("gpu"))
-    grid = {"cmaes": 1, "mmes": 1, "bes": 12, "ingo": 4, "sabo": 16, "sabo_inverse": 16, "sabo_small_rho": 12}
+    grid = {"cmaes": 1, "mmes": 1, "bes": 12, "ingo": 4, "sabo": 16, "sabo_inverse": 16, "sabo_small_rho": 12,
+            "turbo": 1}
     per_task = 3 * sum(grid.values()) * 3 + 1           # dims x configurations x seeds + zero-shot
     assert len(cs) == 6 * per_task
     assert len({c.hash for c in cs}) == len(cs)
@@ -90,8 +91,8 @@ def test_bad_profile_settings_are_clear_errors():
     with pytest.raises(ValueError, match="prompt.selection must be one of"):
         study.configs(p)
     p = with_profile("smoke")
-    p["prompt"]["profiles"]["smoke"]["methods"] = ["sabo", "turbo"]
-    with pytest.raises(ValueError, match=r"unknown method\(s\) \['turbo'\]"):
+    p["prompt"]["profiles"]["smoke"]["methods"] = ["sabo", "tubro"]
+    with pytest.raises(ValueError, match=r"unknown method\(s\) \['tubro'\]"):
         study.configs(p)
 
 
@@ -251,7 +252,7 @@ def test_cli_runs_the_study_and_reports_it(study_params, tmp_path, capsys):
     sabo = selected[("sst2", "d8", "sabo")]
     assert f"**{sabo['mean']:.2f} ± {sabo['std']:.2f}** " in md
     assert "paper 87.88 ± 0.53" in md and "paper 79.82" in md
-    assert "not in the active profile `tiny`" in md and "TuRBO-1 and GIBO come in a later issue" in md
+    assert "not in the active profile `tiny`" in md and "GIBO is not implemented in this suite yet" in md
     claims = read_json(out / "prompt_tuning_claims.json")["claims"]
     assert {c["id"]: c["verdict"] for c in claims}["sabo_outperforms_bo"] == "not run"
 

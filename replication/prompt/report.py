@@ -167,7 +167,7 @@ class Reasons:
     def why(self, task: str, setting: str | None, method: str) -> str:
         prof = self.prof
         if method not in baselines.REGISTRY and method != ZERO_SHOT:
-            text = ("not implemented in this suite yet: TuRBO-1 and GIBO come in a later issue "
+            text = (f"{figures.method_label(method)} is not implemented in this suite yet "
                     "(registry: `baselines.REGISTRY`)")
         elif task not in prof["tasks"] or (setting is not None and setting not in prof.get("dims", self.p["dims"])) \
                 or (method not in (ZERO_SHOT, *prof.get("methods", self.p["methods"]))):
