@@ -133,8 +133,10 @@ def _contest(check, ctx, min_noise=0.0):
     m = check["method"]
     contestants = [m, *check["against"]]
     columns = [(s, r) for s, r in ctx.columns(contestants) if r >= min_noise]
-    wins = [(s, r) for s, r in columns if ctx.winner([(s, r)], contestants)[2] == m]
-    losses = [(s, r, ctx.winner([(s, r)], contestants)[2]) for s, r in columns if (s, r) not in wins]
+    # a tie is not a win: the claim is that the method is better
+    wins = [(s, r) for s, r in columns
+            if ctx.score(s, r, m) > max(ctx.score(s, r, b) for b in check["against"])]
+    losses = [(s, r, ctx.winner([(s, r)], check["against"])[2]) for s, r in columns if (s, r) not in wins]
     return columns, wins, losses
 
 
@@ -183,8 +185,9 @@ def check_best_across_groups(check, ctx):
     rates = [r for r in ctx.noise_rates if all((s, r) in ctx.columns(contestants) for s in ctx.settings)]
     if not rates:
         return NOT_RUN, op, "no noise rate with every cell run"
-    tops = {r: ctx.winner([(s, r) for s in ctx.settings], contestants) for r in rates}
-    losses = [(s, r, w) for r, (s, _, w) in tops.items() if w != check["method"]]
+    tops = {r: ctx.winner([(s, r) for s in ctx.settings], check["against"]) for r in rates}
+    mine = {r: max(ctx.score(s, r, check["method"]) for s in ctx.settings) for r in rates}
+    losses = [(s, r, w) for r, (s, _, w) in tops.items() if not mine[r] > ctx.score(s, r, w)]
     meas = f"best at {len(rates) - len(losses)}/{len(rates)} noise rates" + (
         "; not at: " + ", ".join(f"{r:.0%} (best: {figures.method_label(w)} at {s})" for s, r, w in losses)
         if losses else "")
