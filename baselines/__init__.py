@@ -20,6 +20,7 @@ from sabo.protocol import AskTellOptimizer
 
 from .bes import BES
 from .cmaes import CMAES
+from .gibo import GIBO
 from .ingo import INGO
 from .mmes import MMES
 
@@ -61,7 +62,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (SABO, INGO, BES, CMAES, MMES):
+for _cls in (SABO, INGO, BES, CMAES, MMES, GIBO):
     register(_cls)
 
 
@@ -84,4 +85,5 @@ def make(name: str, **params):
     return REGISTRY[name](**params)
 
 
-__all__ = ["BES", "CMAES", "INGO", "MMES", "SABO", "REGISTRY", "REQUIRED_PARAMETERS", "make", "parameters", "register"]
+__all__ = ["BES", "CMAES", "GIBO", "INGO", "MMES", "SABO", "REGISTRY", "REQUIRED_PARAMETERS", "make", "parameters",
+           "register"]

@@ -160,8 +160,7 @@ class Reasons:
     def why(self, task: str, setting: str | None, method: str) -> str:
         prof = self.prof
         if method not in baselines.REGISTRY and method != ZERO_SHOT:
-            text = ("not implemented in this suite yet: TuRBO-1 and GIBO come in a later issue "
-                    "(registry: `baselines.REGISTRY`)")
+            text = "not implemented in this suite yet (registry: `baselines.REGISTRY`)"
         elif task not in prof["tasks"] or (setting is not None and setting not in prof.get("dims", self.p["dims"])) \
                 or (method not in (ZERO_SHOT, *prof.get("methods", self.p["methods"]))):
             text = (f"not in the active profile `{self.profile}`" +
