@@ -24,6 +24,7 @@ from sabo.protocol import AskTellOptimizer
 
 from .bes import BES
 from .cmaes import CMAES
+from .gibo import GIBO
 from .ingo import INGO
 from .mmes import MMES
 from .turbo import TuRBO1
@@ -66,7 +67,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (SABO, INGO, BES, CMAES, MMES, TuRBO1):
+for _cls in (SABO, INGO, BES, CMAES, MMES, TuRBO1, GIBO):
     register(_cls)
 
 
@@ -89,5 +90,5 @@ def make(name: str, **params):
     return REGISTRY[name](**params)
 
 
-__all__ = ["BES", "CMAES", "INGO", "MMES", "SABO", "TuRBO1", "REGISTRY", "REQUIRED_PARAMETERS", "make", "parameters",
-           "register"]
+__all__ = ["BES", "CMAES", "GIBO", "INGO", "MMES", "SABO", "TuRBO1", "REGISTRY", "REQUIRED_PARAMETERS", "make",
+           "parameters", "register"]

@@ -24,6 +24,10 @@ from sabo.protocol import MAX_POPSIZE, MAX_POPULATION_ELEMENTS, OPTIMIZERS, AskT
 from sabo.serialization import dumps, loads
 from sabo.state import check_tree, to_data, tree_equal
 
+if importlib.util.find_spec("torch") is not None:
+    # GIBO's small tensors: on a loaded machine a second torch thread made its checks 5-10x slower
+    pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 D = 6
 PARAMS = {  # non-default options worth exercising; a name not listed runs with its defaults
     "sabo": {"lr": 0.1, "rho": sabo.InvSqrt(5.0, horizon=100), "baseline": "center", "perturbation": "exact",
@@ -38,12 +42,16 @@ PARAMS = {  # non-default options worth exercising; a name not listed runs with 
     # rounds of the round-trip check)
     "turbo": {"n_training_steps": 5, "n_candidates": 64, "max_cholesky_size": 16, "failtol": 1,
               "bounds": [-2.0, 3.0]},
+    # hyperparameter fits from the second tell on; acquisitions from raw samples only (no L-BFGS-B, which
+    # tests/test_gibo.py runs) keep the checks fast
+    "gibo": {"fit_hyperparameters": True, "n_max": 12, "raw_samples": 8, "acq_maxiter": 0, "fit_maxiter": 5,
+             "lr": 0.1},
 }
 
 #: Methods that compute with PyTorch, and the package of their extra: without it their checks
 #: skip (which tests/conftest.py turns into a failure under CI=true); with it they run on one
 #: torch thread (on the shared 2-core machine, two threads made them 6x slower).
-TORCH_METHODS = {"turbo": "botorch"}
+TORCH_METHODS = {"turbo": "botorch", "gibo": "botorch"}
 
 
 def prepare(name, request):
@@ -316,6 +324,21 @@ BAD_SPECIFIC = {  # name -> [(constructor arguments, message)]: each method's ow
         ({"device": "cpu:1"}, "device must be 'cpu', 'cuda'"),
         ({"device": 0}, "device must be 'cpu', 'cuda'"),
     ],
+    "gibo": [
+        ({"lr": 0.0}, "lr must be > 0"),
+        ({"delta": -1.0}, "delta must be > 0"),
+        ({"n_max": 2}, r"n_max must be an integer >= 4"),  # popsize d + 1 = 4
+        ({"noise": 0.0}, "noise must be > 0"),
+        ({"normalize_gradient": "yes"}, "normalize_gradient must be True or False"),
+        ({"fit_hyperparameters": 1}, "fit_hyperparameters must be True or False"),
+        ({"lengthscale_bounds": (0.5, 0.9)}, r"lengthscale_bounds must be a pair .*0 < low < 1 < high"),
+        ({"outputscale_bounds": (0.5,)}, "outputscale_bounds must be a pair"),
+        ({"num_restarts": 0}, "num_restarts must be an integer >= 1"),
+        ({"raw_samples": 1, "num_restarts": 2}, "raw_samples must be an integer >= 2"),
+        ({"acq_maxiter": -1}, "acq_maxiter must be an integer >= 0"),
+        ({"fit_maxiter": 0}, "fit_maxiter must be an integer >= 1"),
+        ({"device": "tpu"}, "device must"),
+    ],
     # CMA-ES's own parameter is pycma's options: tests/test_cmaes.py checks what it refuses and why
 }
 
@@ -444,7 +467,7 @@ NAMES = list(baselines.REGISTRY)
 
 # ---------------------------------------------------------------------------- the tests
 def test_registry_holds_each_class_under_its_declared_name():
-    assert {"sabo", "ingo", "bes", "cmaes", "mmes"} <= set(NAMES)
+    assert {"sabo", "ingo", "bes", "cmaes", "mmes", "gibo"} <= set(NAMES)
     for name, cls in baselines.REGISTRY.items():
         assert cls.name == name and OPTIMIZERS[name] is cls  # saved states restore to the registered class
         assert set(baselines.REQUIRED_PARAMETERS) <= set(baselines.parameters(name))

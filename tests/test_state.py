@@ -3,6 +3,7 @@
 sabo.serialization, the hostile states every optimizer must refuse) is in tests/test_protocol.py;
 this file keeps the class lookup and the optimizer-specific hostile states."""
 import importlib
+import importlib.util
 import re
 
 import numpy as np
@@ -14,6 +15,10 @@ import sabo
 from baselines.cmaes import CMAES
 from baselines.mmes import MMES
 from sabo.protocol import BIT_GENERATORS, OPTIMIZERS, AskTellOptimizer
+
+if importlib.util.find_spec("torch") is not None:
+    # GIBO's small tensors: on a loaded machine a second torch thread made its checks 5-10x slower
+    pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_schedules_are_saved_as_mappings():
@@ -135,6 +140,11 @@ SPECIFIC = [  # (optimizer, mutation, message)
     ("turbo", _set(["config", "bounds"], lambda a: a[::-1].copy()), r"bounds must have lb < ub"),
     ("turbo", _set(["config", "device"], "tpu"), r"device must be 'cpu', 'cuda'"),
     ("turbo", _set(["config", "n_candidates"], 2), r"n_candidates must be an integer >= 6"),
+    ("gibo", _set(["state", "Y"], lambda a: a[:-1]), r"\['X'\] and \['Y'\] must hold the same number of points"),
+    ("gibo", _set(["state", "X"], lambda a: np.vstack([a, a])), r"at most n_max = 12"),
+    ("gibo", _set(["state", "raw_lengthscale"], lambda a: a * np.nan), r"\['raw_lengthscale'\] must be finite"),
+    ("gibo", _set(["state", "raw_outputscale"], np.inf), r"\['raw_outputscale'\] must be finite"),
+    ("gibo", _set(["state", "theta"], lambda a: a[:-1]), r"\['theta'\] must have shape \(6,\)"),
 ]
 
 
