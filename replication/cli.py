@@ -182,9 +182,18 @@ class SafeLogger:
 
     MAX_FAILURES_IN_A_ROW = 3
 
-    def __init__(self, tracker, later: str | None = None):
+    def __init__(self, tracker, later: str | None = None, *, profile: str, configs=()):
+        """``profile``: the profile the records are logged under; ``configs``: all runs of that
+        profile, whose method grids name the runs (:func:`replication.tracking.variants`)."""
         self.tracker, self.failures, self._in_a_row = tracker, 0, 0
         self.later = later or "log them later with `sabo-bench track STUDY`"
+        self.profile = profile
+        if configs:
+            from .tracking import variants
+
+            self.variants = variants(configs)
+        else:
+            self.variants = {}
 
     def _attempt(self, what: str, call):
         if self._in_a_row >= self.MAX_FAILURES_IN_A_ROW:
@@ -204,16 +213,32 @@ class SafeLogger:
 
     def __call__(self, record: dict):
         """Log one record: True if logged, False if MLflow had it already, None if it failed."""
-        return self._attempt(record["config_hash"], lambda: self.tracker.log_record(record))
+        variant = self.variants.get(record.get("group_hash"), "")  # the engine writes the group hash
+        return self._attempt(record["config_hash"],
+                             lambda: self.tracker.log_record(record, profile=self.profile, variant=variant))
 
     def log_setting_artifacts(self, study: str, setting: str, paths) -> None:
         self._attempt(f"the figures of {study}/{setting}",
-                      lambda: self.tracker.log_setting_artifacts(study, setting, paths))
+                      lambda: self.tracker.log_setting_artifacts(study, setting, paths, profile=self.profile))
+
+    def comparison_url(self, study: str, **kwargs) -> str | None:
+        """The MLflow UI page comparing the methods of ``study`` (``Tracker.comparison_url``), or None."""
+        return self._attempt("the comparison page",
+                             lambda: self.tracker.comparison_url(study, self.profile, **kwargs))
 
     def summarize(self, what: str = "records") -> None:
         """One warning line if anything failed to log."""
         if self.failures:
             print(f"warning: {self.failures} {what} could not be logged to MLflow; {self.later}", file=sys.stderr)
+
+
+def make_logger(args, params: dict, later: str | None = None) -> SafeLogger | None:
+    """A :class:`SafeLogger` for the profile of ``params``, or None when tracking is off."""
+    tracker = make_tracker(args)
+    if tracker is None:
+        return None
+    return SafeLogger(tracker, later or _log_later(args), profile=params[args.study]["profile"],
+                      configs=get_study(args.study).configs(params))
 
 
 def cmd_run(args) -> int:
@@ -226,8 +251,7 @@ def cmd_run(args) -> int:
             return 0
         print("no runs match the selection", file=sys.stderr)
         return 1
-    tracker = make_tracker(args)
-    logger = SafeLogger(tracker, _log_later(args)) if tracker else None
+    logger = make_logger(args, params)
     workers = args.workers if args.workers is not None else default_workers(configs)
     records = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
                           on_record=logger, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every)
@@ -239,7 +263,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_run_one(args) -> int:
-    _, configs = select(args)
+    params, configs = select(args)
     if len(configs) != 1:
         labels = ", ".join(c.label for c in configs[:8])
         print(f"the selection matches {len(configs)} runs ({labels}{', ...' if len(configs) > 8 else ''}); "
@@ -255,9 +279,8 @@ def cmd_run_one(args) -> int:
 
     record = execute(config, args.runs_dir, checkpoint_every_s=args.checkpoint_every, progress=progress)
     bar.close()
-    tracker = make_tracker(args)
-    if tracker:
-        logger = SafeLogger(tracker, _log_later(args))
+    logger = make_logger(args, params)
+    if logger is not None:
         logger(record)
         logger.summarize()
     final = record["result"]["final"]
@@ -350,8 +373,7 @@ def cmd_report(args) -> int:
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
-    tracker = make_tracker(args)
-    logger = SafeLogger(tracker, _log_later(args)) if tracker else None
+    logger = make_logger(args, params)
     outcome = study.report(params, records, Path(args.out), tracker=logger)
     from .outcomes import write_outcomes
     from .table import table_path, write_table
@@ -385,12 +407,12 @@ def cmd_report(args) -> int:
 
 
 def cmd_track(args) -> int:
-    """Log to MLflow every finished record of the selection that MLflow lacks.
+    """Log to MLflow every finished record of the selection that MLflow lacks; print the comparison page.
 
     Unlike the other commands, MLflow being unavailable is an error here (exit 2): logging is
     the whole point. Records that fail to log make it exit 1.
     """
-    _, configs = select(args)
+    params, configs = select(args)
     records = [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
     from .tracking import tracking_uri
 
@@ -401,15 +423,23 @@ def cmd_track(args) -> int:
     except Exception as exc:  # one line, whatever MLflow raises
         print(f"error: MLflow is unavailable ({tracking_uri()}: {_reason(exc)}); nothing was logged", file=sys.stderr)
         return 2
-    logger = SafeLogger(tracker, "run this command again once MLflow works")
+    profile = params[args.study]["profile"]
+    logger = SafeLogger(tracker, "run this command again once MLflow works", profile=profile,
+                        configs=get_study(args.study).configs(params))
     outcomes = [logger(r) for r in records]
     print(f"{outcomes.count(True)} records logged to MLflow ({tracking_uri()}), {outcomes.count(False)} already "
           f"there; {len(configs) - len(records)} of the {len(configs)} selected runs have no record yet")
     logger.summarize()
+    one = {option: names[0] for option in ("setting", "function") if len(names := getattr(args, option) or []) == 1}
+    url = logger.comparison_url(args.study, ui=args.ui, **one)
+    if url:
+        print(f"compare the methods (group runs of profile {profile!r}) in `mlflow ui`: {url}")
     return 1 if logger.failures else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .tracking import DEFAULT_UI
+
     ap = ArgumentParser(prog="sabo-bench", description=__doc__.split("\n\n")[0],
                         epilog="Run `sabo-bench COMMAND --help` for the options of a command.",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -463,8 +493,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the ids of the claims reproduced now (regenerate deliberately, e.g. for CI)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("track", help="log to MLflow the finished records it lacks (e.g. after it was unavailable)")
+    p = sub.add_parser("track", help="log to MLflow the finished records it lacks (e.g. after it was unavailable) "
+                                     "and print the page that compares the methods")
     add_common(p)
+    p.add_argument("--ui", default=DEFAULT_UI, metavar="URL",
+                   help="where `mlflow ui` serves, for the comparison page's address (default: %(default)s)")
     p.set_defaults(func=cmd_track)
     return ap
 

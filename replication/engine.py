@@ -25,6 +25,10 @@
   test set too large to score at every curve point); its dict is ``result["final_evaluation"]``.
 * A run with ``budget = {"max_iter": 0}`` is an evaluation without an optimizer (e.g. the
   zero-shot row of a table): its record holds ``metrics(x0)`` and ``final_evaluation(x0)``.
+* Timed: ``provenance`` holds ``started_utc`` and ``finished_utc`` (UTC, milliseconds) and
+  ``curve_time_unix_s``, the wall time at which each curve point was computed (kept in the
+  checkpoint; None for points of a checkpoint written before it was kept); MLflow shows them as
+  the runs' start, duration and metric times. The ``result`` never depends on them.
 """
 from __future__ import annotations
 
@@ -171,7 +175,7 @@ def provenance_summary(records: list[dict]) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")  # MLflow's runs start and end in ms
 
 
 def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
@@ -221,15 +225,22 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
-        opt, curve, elapsed, resumes, started = resumed
+        opt, curve, stamps, elapsed, resumes, started = resumed
     else:
         opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params)
-        curve, elapsed, resumes, started = Curve(max_iter), 0.0, 0, _now()
-        curve.add(0, 0, opt.f_best, problem.metrics(opt.mean))
+        curve, stamps, elapsed, resumes, started = Curve(max_iter), [], 0.0, 0, _now()
+
+    def add_point():
+        curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
+        stamps.append(round(time.time(), 3))  # the wall time of each curve point, for MLflow
+
+    if resumed is None:
+        add_point()
 
     def save_checkpoint():
         write_state(ckpt, {"schema": CHECKPOINT_SCHEMA, "config_hash": config.hash, "config": config.to_dict(),
-                           "optimizer": opt.state_dict(), "curve": curve.state(), "problem": problem.get_state(),
+                           "optimizer": opt.state_dict(), "curve": curve.state(), "curve_time_unix_s": stamps,
+                           "problem": problem.get_state(),
                            "elapsed": elapsed + time.perf_counter() - t0, "resumes": resumes, "started": started})
 
     status, message = "completed", "maximum number of iterations reached"
@@ -250,7 +261,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
                 if opt.nit == nit:
                     continue  # first round of a two-round (SABO) iteration
                 if curve.due(opt.nit):
-                    curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
+                    add_point()
                 if progress is not None:
                     progress(opt.nit, max_iter)
                 now = time.perf_counter()
@@ -261,7 +272,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         except (NonFiniteValueError, FloatingPointError) as exc:
             status, message = "diverged", str(exc)
             if curve.columns["nit"][-1] != opt.nit:
-                curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
+                add_point()
     result = {
         "status": status,
         "message": message,
@@ -272,13 +283,16 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         "stats": jsonable(opt.stats),
         **_final_evaluation(problem, opt.mean),
     }
-    record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes)
+    record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes, stamps)
     ckpt.unlink(missing_ok=True)
     return record
 
 
 def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: int):
-    """(optimizer, curve, elapsed, resumes, started) from ``config``'s checkpoint, or None.
+    """(optimizer, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
+
+    ``stamps`` are the wall times of the curve points (None for points of a checkpoint written
+    before they were kept).
 
     A checkpoint that cannot be read, or that holds another run, is quarantined (None).
     The optimizer is rebuilt by its registry name from the config, never from the file.
@@ -293,12 +307,16 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: in
         if opt.dim != problem.x0.size:
             raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
         curve = Curve.from_state(max_iter, state["curve"])
+        stamps = state.get("curve_time_unix_s", [None] * len(curve.columns["nit"]))
+        if not (isinstance(stamps, list) and len(stamps) == len(curve.columns["nit"])
+                and all(t is None or isinstance(t, float) for t in stamps)):
+            raise ValueError("curve_time_unix_s must be a list of times, one per curve point")
         elapsed, resumes, started = float(state["elapsed"]), int(state["resumes"]) + 1, str(state["started"])
         problem.set_state(state["problem"])
     except Exception as exc:  # any defect of the file: recompute rather than stop the study
         quarantine(ckpt, f"{type(exc).__name__}: {exc}")
         return None
-    return opt, curve, elapsed, resumes, started
+    return opt, curve, stamps, elapsed, resumes, started
 
 
 def _final_evaluation(problem, mean) -> dict:
@@ -313,13 +331,15 @@ def _evaluate_only(config: RunConfig, problem, runs_dir) -> dict:
     started, t0 = _now(), time.perf_counter()
     curve = Curve(0)
     curve.add(0, 0, float("nan"), problem.metrics(problem.x0))
+    stamps = [round(time.time(), 3)]
     result = {"status": "completed", "message": "evaluation at x0 (max_iter = 0, no optimizer)",
               "seeds": {"problem": config.problem_seed()}, "evals_per_iteration": 0,
               "final": curve.last(), "curve": curve.columns, "stats": {}, **_final_evaluation(problem, problem.x0)}
-    return _write_record(config, runs_dir, result, started, time.perf_counter() - t0, 0)
+    return _write_record(config, runs_dir, result, started, time.perf_counter() - t0, 0, stamps)
 
 
-def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall: float, resumes: int) -> dict:
+def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall: float, resumes: int,
+                  stamps: list) -> dict:
     record = {
         "schema": RECORD_SCHEMA,
         "config": config.to_dict(),
@@ -333,6 +353,7 @@ def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall:
             "started_utc": started,
             "finished_utc": _now(),
             "wall_time_s": round(wall, 3),
+            "curve_time_unix_s": stamps,
             "resumed": resumes,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         },

@@ -1,16 +1,50 @@
-"""MLflow tracking of run records: one experiment per study, three levels of runs.
+"""MLflow tracking of run records: one experiment per study, group runs with their seed runs.
 
     experiment <study>
-      setting run   "<setting>"                          (figures of the setting)
-        group run   "<problem>/<method>"                 (params; final metrics mean/std over seeds)
-          seed run  "<problem>/<method>/seed<k>"         (params, per-evaluation metrics, curve artifact)
+      group run    "<setting>/<function>/<method> [<profile>]"          top level: params, aggregates
+        seed run   "<setting>/<function>/<method>/seed<k> [<profile>]"  params, curves, curve.csv
+      setting run  "<setting> [<profile>]"                              top level: the report's figures
 
-Per-evaluation metrics use ``step = number of function evaluations``. Tags carry the config
-hash, the git revision that produced the record and, inside DVC, the stage/experiment.
-Logging is idempotent (a record whose config hash is already logged is skipped) and safe
-under concurrency: with the default SQLite store every logging call holds an exclusive
-file lock next to the database, so parallel loggers neither lose writes nor create duplicate
-parent runs. The tracking URI is ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///mlflow.db``.
+Every run carries the tags ``sabo_bench_level`` (``group``, ``seed``, ``setting``),
+``sabo_bench_profile`` and ``sabo_bench_setting``; group and seed runs also
+``sabo_bench_function``, ``sabo_bench_method``, ``sabo_bench_group_hash`` and
+``sabo_bench_step = function evaluations``. A method run on a grid in one profile (the image
+study's learning rates) names the grid point after the method: ``sabo (lr=0.5, rho=100)``
+(:func:`variants`). Seed runs also carry the config hash, the git revision of the record and,
+inside DVC, the stage/experiment. A record is logged once per profile (the key is its config
+hash and the profile): a config shared by two profiles appears under both, so that filtering
+on one profile shows all its runs, and runs of profiles with different budgets never mix.
+
+Why group runs are at the top level: MLflow's runs table nests a child run under its parent
+and, when a filter matches children only, shows their parent collapsed (3.17); the filter
+``tags.sabo_bench_level = 'group'`` must land on the group runs themselves.
+
+Times (MLflow's Start and Duration): a seed run starts at the record's ``started_utc`` and ends
+at its ``finished_utc`` (a resumed run's span includes the time it was interrupted); each curve
+point is stamped with the wall time at which the engine recorded it (``provenance
+["curve_time_unix_s"]``; records from before it have their curve stamped at ``finished_utc``);
+final values, statistics and ``wall_time_s`` at ``finished_utc``. A group run spans its seed
+runs, from the earliest start to the latest end.
+
+Metrics are logged against ``step = number of function evaluations`` (MLflow calls the axis
+"Step"; the ``sabo_bench_step`` tag and the run and experiment descriptions say so). A group
+run holds, over its seed runs: ``n_seeds``, ``n_diverged``; for every final metric ``final_<m>``
+its ``_mean``, ``_std``, ``_median`` and ``_geomean`` (the geometric mean, of non-negative
+values only) over the seeds where it is finite; and for every curve metric ``<m>`` the median
+curve ``<m>_median`` (:func:`median_curve`). The median and the geometric mean are what a
+comparison can trust: one diverged seed (BES reaches errors of 1e24) decides the arithmetic
+mean alone.
+
+A group run is a function of its seed runs: when a seed run joins, the group run is written
+anew (a new run with the same tags and name; the seed runs move under it, the old one is
+deleted, which MLflow's UI hides). MLflow can neither delete a metric's points nor move a
+run's start: logging a median curve again would add a second point at every step.
+
+Logging is idempotent (a record whose config hash is already logged under the profile is
+skipped) and safe under concurrency: with the default SQLite store every logging call holds an
+exclusive file lock next to the database, so parallel loggers neither lose writes nor create
+duplicate group runs. The tracking URI is ``MLFLOW_TRACKING_URI`` if set, else
+``sqlite:///mlflow.db``.
 
 Connecting is bounded in time (``SABO_BENCH_TRACKING_TIMEOUT`` seconds, default 15): a locked
 or broken database or an unreachable server makes ``Tracker()`` raise instead of hanging, so
@@ -24,9 +58,12 @@ import csv
 import fcntl
 import io
 import os
+import re
 import tempfile
 import threading
 import time
+import urllib.parse
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +71,21 @@ import numpy as np
 from .config import RunConfig
 
 DEFAULT_URI = "sqlite:///mlflow.db"
+DEFAULT_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 TAG = "sabo_bench"
+STEP = "function evaluations"  # what MLflow's "Step" axis counts in every curve logged here
+SEED_NOTE = (f"One run of one seed. Curves (`error`, `f_best`, ...) are logged against Step = {STEP}; "
+             "`curve.csv` holds them with the iterations (`nit`) too.")
+GROUP_NOTE = (f"The seed runs under this run, aggregated: `<m>_median` curves against Step = {STEP}; "
+              "`final_<m>_median`, `_geomean`, `_mean`, `_std` over seeds; `n_seeds`, `n_diverged`.")
+EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table
+    "mlflow.note.content": (
+        f"Step = number of {STEP} in every curve of these runs. Compare methods: filter "
+        "`tags.sabo_bench_level = 'group' and tags.sabo_bench_profile = '<profile>' and "
+        "tags.sabo_bench_setting = '<setting>' and tags.sabo_bench_function = '<function>'`, sort by "
+        "`final_error_median`, open the chart view (`sabo-bench track <study> --profile <profile> --setting "
+        "<setting> --function <function>` prints the link)."),
+}
 DEFAULT_TIMEOUT_S = 15.0     # connecting (lock wait included): a locked sqlite db fails in ~5 s
 LOG_LOCK_TIMEOUT_S = 120.0   # waiting for another logger's file lock while logging one record
 
@@ -58,12 +109,17 @@ _UNQUOTABLE = ("'", '"', "\\")
 
 
 def _tag_clause(key: str, value) -> str:
-    """A filter clause selecting runs whose tag ``key`` is ``value`` (a superset when it holds quotes)."""
+    """A filter clause selecting runs whose tag ``key`` is ``value`` (a superset when it holds quotes).
+
+    A key other than a plain identifier is quoted with backticks; our own keys are identifiers,
+    so the comparison page's search box shows the filter as README.md writes it.
+    """
     value = str(value)
+    name = key if re.fullmatch(r"[A-Za-z_]\w*", key) else f"`{key}`"
     if not any(c in value for c in _UNQUOTABLE):
-        return f"tags.`{key}` = '{value}'"
+        return f"tags.{name} = '{value}'"
     pattern = "".join("_" if c in _UNQUOTABLE else c for c in value)
-    return f"tags.`{key}` LIKE '{pattern}'"
+    return f"tags.{name} LIKE '{pattern}'"
 
 
 def _flatten(prefix: str, obj, out: dict) -> dict:
@@ -193,10 +249,15 @@ class Tracker:
     # ------------------------------------------------------------------ lookup helpers
     def _experiment_id(self, study: str) -> str:
         exp = self.client.get_experiment_by_name(study)
-        return exp.experiment_id if exp is not None else self.client.create_experiment(study)
+        if exp is None:
+            return self.client.create_experiment(study, tags=EXPERIMENT_TAGS)
+        for key, value in EXPERIMENT_TAGS.items():  # experiments logged by an older sabo-bench lack them
+            if exp.tags.get(key) != value:
+                self.client.set_experiment_tag(exp.experiment_id, key, value)
+        return exp.experiment_id
 
     def _search(self, exp_id: str, tags: dict) -> list:
-        """Runs of the experiment whose tags equal ``tags`` exactly (keys are full tag names)."""
+        """Active runs of the experiment whose tags equal ``tags`` exactly (keys are full tag names)."""
         query = " and ".join(_tag_clause(k, v) for k, v in tags.items())
         runs, token = [], None
         while True:
@@ -209,66 +270,60 @@ class Tracker:
     def _find(self, exp_id: str, **tags) -> list:
         return self._search(exp_id, {f"{TAG}_{k}": v for k, v in tags.items()})
 
-    def _find_or_create(self, exp_id: str, name: str, parent: str | None, **tags) -> str:
-        found = self._find(exp_id, **tags)
-        if found:
-            return found[0].info.run_id
-        all_tags = {f"{TAG}_{k}": str(v) for k, v in tags.items()}
-        all_tags["mlflow.runName"] = name
-        if parent is not None:
-            all_tags["mlflow.parentRunId"] = parent
-        run = self.client.create_run(exp_id, tags=all_tags, run_name=name)
-        self.client.set_terminated(run.info.run_id)
-        return run.info.run_id
-
     # ------------------------------------------------------------------ public API
-    def is_logged(self, record: dict) -> bool:
+    def is_logged(self, record: dict, *, profile: str) -> bool:
         exp = self.client.get_experiment_by_name(record["config"]["study"])
-        return exp is not None and bool(self._find(exp.experiment_id, config_hash=record["config_hash"]))
+        return exp is not None and bool(self._find(exp.experiment_id, level="seed", profile=profile,
+                                                   config_hash=record["config_hash"]))
 
-    def log_record(self, record: dict) -> bool:
-        """Log one run record; returns False if it was already logged."""
+    def log_record(self, record: dict, *, profile: str, variant: str = "") -> bool:
+        """Log one run record of ``profile``; returns False if it was logged under that profile already.
+
+        ``variant`` names the grid point of the method when the profile runs it on a grid
+        (:func:`variants`), so that run names stay unique.
+        """
         from mlflow.entities import Metric, Param
 
         config = RunConfig.from_dict(record["config"])
         with self._locked():
             exp_id = self._experiment_id(config.study)
-            if self._find(exp_id, config_hash=record["config_hash"]):
+            if self._find(exp_id, level="seed", profile=profile, config_hash=record["config_hash"]):
                 return False
-            problem = config.problem.get("name", "problem")
-            setting_run = self._find_or_create(exp_id, config.setting, None, level="setting", setting=config.setting)
-            group_run = self._find_or_create(exp_id, f"{problem}/{config.method}", setting_run, level="group",
-                                             group_hash=config.group_hash)
-            params = _flatten("", {k: v for k, v in config.to_dict().items() if k != "seed"}, {})
-            tags = {f"{TAG}_level": "seed", f"{TAG}_config_hash": record["config_hash"],
-                    f"{TAG}_group_hash": config.group_hash, "mlflow.runName": f"{config.label}",
-                    "mlflow.parentRunId": group_run, f"{TAG}_status": record["result"]["status"],
+            group_tags = _group_tags(config, profile)
+            group_name, seed_name = _names(config, profile, variant)
+            start, end = _record_span(record)
+            tags = {**group_tags, f"{TAG}_level": "seed", f"{TAG}_config_hash": record["config_hash"],
+                    f"{TAG}_status": record["result"]["status"], "mlflow.note.content": SEED_NOTE,
                     "git_revision": str(record["provenance"].get("git_revision"))}
             for env, tag in (("DVC_STAGE", "dvc_stage"), ("DVC_EXP_NAME", "dvc_exp_name"),
                              ("DVC_EXP_BASELINE_REV", "dvc_exp_baseline_rev")):
                 if os.environ.get(env):
                     tags[tag] = os.environ[env]
-            run_id = self.client.create_run(exp_id, tags=tags, run_name=config.label).info.run_id
-            now = int(time.time() * 1000)
+            run_id = self.client.create_run(exp_id, start_time=start, tags=tags, run_name=seed_name).info.run_id
             curve = record["result"]["curve"]
-            metrics = [Metric(key, float(value), now, int(step))
-                       for key in curve if key not in ("nfev",)
-                       for value, step in zip(curve[key], curve["nfev"]) if _finite(value)]
-            metrics += [Metric(f"final_{k}", float(v), now, 0)
+            stamps = _curve_stamps(record, end)
+            metrics = [Metric(key, float(value), stamp, int(step))
+                       for key in curve if key != "nfev"
+                       for value, step, stamp in zip(curve[key], curve["nfev"], stamps) if _finite(value)]
+            metrics += [Metric(f"final_{k}", float(v), end, 0)
                         for k, v in record["result"]["final"].items() if _finite(v)]
-            metrics += [Metric(f"final_eval_{k}", float(v), now, 0)
+            metrics += [Metric(f"final_eval_{k}", float(v), end, 0)
                         for k, v in record["result"].get("final_evaluation", {}).items() if _finite(v)]
-            metrics += [Metric("wall_time_s", float(record["provenance"]["wall_time_s"]), now, 0)]
-            metrics += [Metric(f"stats_{k}", float(v), now, 0)
+            metrics += [Metric("wall_time_s", float(record["provenance"]["wall_time_s"]), end, 0)]
+            metrics += [Metric(f"stats_{k}", float(v), end, 0)
                         for k, v in record["result"]["stats"].items() if _finite(v)]
+            params = _flatten("", {k: v for k, v in config.to_dict().items() if k != "seed"}, {})
             all_params = [Param(k, str(v)[:6000]) for k, v in {**params, "seed": config.seed}.items()]
-            for i in range(0, max(len(metrics), len(all_params)), 900):
-                self.client.log_batch(run_id, metrics=metrics[i:i + 900], params=all_params[i:i + 900])
+            self._log_batches(run_id, metrics, all_params)
             self._log_curve_artifact(run_id, curve)
-            self.client.set_terminated(run_id,
+            self.client.set_terminated(run_id, end_time=end,
                                        status="FINISHED" if record["result"]["status"] == "completed" else "FAILED")
-            self._log_group_summary(exp_id, group_run, params)
+            self._rewrite_group(exp_id, group_tags, group_name, params, [k for k in curve if k not in ("nit", "nfev")])
             return True
+
+    def _log_batches(self, run_id: str, metrics: list, params: list) -> None:
+        for i in range(0, max(len(metrics), len(params)), 900):  # MLflow takes 1000 metrics per call
+            self.client.log_batch(run_id, metrics=metrics[i:i + 900], params=params[i:i + 900])
 
     def _log_curve_artifact(self, run_id: str, curve: dict) -> None:
         buf = io.StringIO()
@@ -281,31 +336,166 @@ class Tracker:
             path.write_text(buf.getvalue())
             self.client.log_artifact(run_id, str(path))
 
-    def _log_group_summary(self, exp_id: str, group_run: str, params: dict) -> None:
-        """Params of the group and final metrics aggregated over its seed runs logged so far."""
+    def _rewrite_group(self, exp_id: str, group_tags: dict, name: str, params: dict, curve_keys: list[str]) -> None:
+        """Write the group run anew from its seed runs; the seed runs move under it (module docstring)."""
         from mlflow.entities import Metric, Param
 
-        children = self._search(exp_id, {"mlflow.parentRunId": group_run})
+        old = self._search(exp_id, {**group_tags, f"{TAG}_level": "group"})
+        seeds = self._search(exp_id, {**group_tags, f"{TAG}_level": "seed"})
+        start = min(r.info.start_time for r in seeds)
+        end = max(r.info.end_time for r in seeds)
+        metrics = [Metric("n_seeds", float(len(seeds)), end, 0),
+                   Metric("n_diverged", float(sum(r.data.tags.get(f"{TAG}_status") == "diverged" for r in seeds)),
+                          end, 0)]
         finals: dict[str, list[float]] = {}
-        for child in children:
-            for key, value in child.data.metrics.items():
+        for seed in seeds:
+            for key, value in seed.data.metrics.items():
                 if key.startswith("final_"):
                     finals.setdefault(key, []).append(value)
-        now = int(time.time() * 1000)
-        metrics = [Metric("n_seeds", float(len(children)), now, 0)]
-        for key, values in finals.items():
-            with np.errstate(all="ignore"):  # diverged runs reach 1e300: aggregates may overflow
-                mean = float(np.mean(values))
-                std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-            metrics += [Metric(f"{key}_{stat}", v, now, 0) for stat, v in (("mean", mean), ("std", std)) if _finite(v)]
-        existing = self.client.get_run(group_run).data.params
-        new_params = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
-        self.client.log_batch(group_run, metrics=metrics, params=new_params)
+        for key, values in sorted(finals.items()):
+            metrics += [Metric(f"{key}_{stat}", v, end, 0) for stat, v in aggregate(values).items()]
+        steps = {r.info.run_id: [m.step for m in self.client.get_metric_history(r.info.run_id, "nit")]
+                 for r in seeds}
+        for key in curve_keys:
+            histories = [(steps[r.info.run_id],
+                          {m.step: (m.value, m.timestamp) for m in self.client.get_metric_history(r.info.run_id, key)})
+                         for r in seeds]
+            metrics += [Metric(f"{key}_median", value, stamp, step)
+                        for step, (value, stamp) in median_curve(histories).items()]
+        tags = {**group_tags, f"{TAG}_level": "group", "mlflow.note.content": GROUP_NOTE}
+        group_id = self.client.create_run(exp_id, start_time=start, tags=tags, run_name=name).info.run_id
+        self._log_batches(group_id, metrics, [Param(k, str(v)[:6000]) for k, v in params.items()])
+        self.client.set_terminated(group_id, end_time=end)
+        for seed in seeds:
+            self.client.set_tag(seed.info.run_id, "mlflow.parentRunId", group_id)
+        for run in old:
+            self.client.delete_run(run.info.run_id)
 
-    def log_setting_artifacts(self, study: str, setting: str, paths: list[str | os.PathLike]) -> None:
-        """Attach report files (figures) to the setting's run."""
+    def log_setting_artifacts(self, study: str, setting: str, paths: list[str | os.PathLike], *,
+                              profile: str) -> None:
+        """Attach report files (figures) of ``profile`` to the setting's run (started now, ended when attached)."""
         with self._locked():
             exp_id = self._experiment_id(study)
-            run_id = self._find_or_create(exp_id, setting, None, level="setting", setting=setting)
+            found = self._find(exp_id, level="setting", profile=profile, setting=setting)
+            if found:
+                run_id = found[0].info.run_id
+            else:
+                tags = {f"{TAG}_level": "setting", f"{TAG}_profile": profile, f"{TAG}_setting": setting}
+                run_id = self.client.create_run(exp_id, tags=tags, run_name=f"{setting} [{profile}]").info.run_id
             for path in paths:
                 self.client.log_artifact(run_id, str(path), artifact_path="report")
+            self.client.set_terminated(run_id)
+
+    def comparison_url(self, study: str, profile: str, *, setting: str | None = None, function: str | None = None,
+                       ui: str = DEFAULT_UI) -> str | None:
+        """The MLflow UI page comparing the methods: the group runs of ``profile`` (one setting and
+        function if given), as charts (``<m>_median`` per method against evaluations), sorted by
+        ``final_error_median`` where the runs have it; None if ``study`` has no experiment."""
+        exp = self.client.get_experiment_by_name(study)
+        if exp is None:
+            return None
+        tags = {"level": "group", "profile": profile, "setting": setting, "function": function}
+        query = " and ".join(_tag_clause(f"{TAG}_{k}", v) for k, v in tags.items() if v is not None)
+        state = {"workflowType": "machine_learning", "compareRunsMode": "CHART", "searchFilter": query}
+        sample = self.client.search_runs([exp.experiment_id], filter_string=query, max_results=1)
+        if sample and "final_error_median" in sample[0].data.metrics:
+            state |= {"orderByKey": "metrics.`final_error_median`", "orderByAsc": "true"}
+        query_string = urllib.parse.urlencode(state, quote_via=urllib.parse.quote)
+        return f"{ui.rstrip('/')}/#/experiments/{exp.experiment_id}/runs?{query_string}"
+
+
+# ---------------------------------------------------------------------- names, times, aggregates
+def _group_tags(config: RunConfig, profile: str) -> dict:
+    """The tags that identify a group run, and that its seed runs share."""
+    return {f"{TAG}_{k}": str(v) for k, v in (
+        ("profile", profile), ("setting", config.setting), ("function", config.problem.get("name", "problem")),
+        ("method", config.method), ("group_hash", config.group_hash), ("step", STEP))}
+
+
+def _names(config: RunConfig, profile: str, variant: str) -> tuple[str, str]:
+    """The names of the group run and of the seed run of ``config``."""
+    method = f"{config.method} ({variant})" if variant else config.method
+    path = f"{config.setting}/{config.problem.get('name', 'problem')}/{method}"
+    return f"{path} [{profile}]", f"{path}/seed{config.seed} [{profile}]"
+
+
+def variants(configs) -> dict[str, str]:
+    """``group_hash -> "k=v, ..."``: what tells apart the groups of one (setting, function, method).
+
+    The keys are those of the group's config (params, budget, problem, code version) whose values
+    differ between such groups (``params.`` dropped from the name); a group alone in its
+    (setting, function, method) gets ``""``.
+    """
+    by_cell: dict[tuple, dict[str, dict]] = {}
+    for c in configs:
+        cell = (c.setting, c.problem.get("name", "problem"), c.method)
+        by_cell.setdefault(cell, {})[c.group_hash] = _flatten("", {k: v for k, v in c.group.items()
+                                                                   if k not in ("study", "setting", "method")}, {})
+    out = {}
+    for groups in by_cell.values():
+        keys = sorted({k for flat in groups.values() for k in flat
+                       if len({repr(f.get(k)) for f in groups.values()}) > 1})
+        for group_hash, flat in groups.items():
+            out[group_hash] = ", ".join(f"{k.removeprefix('params.')}={flat.get(k)}" for k in keys)
+    return out
+
+
+def _ms(iso: str) -> int:
+    """Milliseconds since the epoch of an ISO 8601 time (``started_utc``, ``finished_utc``)."""
+    return round(datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def _record_span(record: dict) -> tuple[int, int]:
+    """(start, end) of the run in MLflow's milliseconds, from the record's provenance."""
+    prov = record["provenance"]
+    return _ms(prov["started_utc"]), _ms(prov["finished_utc"])
+
+
+def _curve_stamps(record: dict, end: int) -> list[int]:
+    """The wall time of each curve point (ms); ``end`` where the record did not keep it."""
+    n = len(record["result"]["curve"]["nfev"])
+    times = record["provenance"].get("curve_time_unix_s") or [None] * n
+    return [end if t is None else round(t * 1000) for t in times]
+
+
+def aggregate(values: list[float]) -> dict[str, float]:
+    """``mean``, ``std`` (ddof 1; 0 for one value), ``median`` and ``geomean`` of the finite ``values``.
+
+    The geometric mean is exp(mean(log v)) for non-negative values only (0 if one is 0);
+    a statistic that overflows (values near 1e300) is left out rather than logged as inf.
+    """
+    v = np.asarray([x for x in values if _finite(x)], dtype=np.float64)
+    if v.size == 0:
+        return {}
+    with np.errstate(all="ignore"):  # diverged runs reach 1e300: sums may overflow
+        out = {"mean": float(np.mean(v)), "std": float(np.std(v, ddof=1)) if v.size > 1 else 0.0,
+               "median": float(np.median(v))}
+        if np.all(v >= 0):
+            out["geomean"] = float(np.exp(np.mean(np.log(v))))
+    return {k: x for k, x in out.items() if _finite(x)}
+
+
+def median_curve(seeds: list[tuple[list[int], dict[int, tuple[float, int]]]]) -> dict[int, tuple[float, int]]:
+    """The median over seeds of one curve metric, at every step of any seed: ``step -> (median, timestamp)``.
+
+    ``seeds`` holds, per seed, the steps of its whole curve and its finite points ``step ->
+    (value, timestamp)``. A seed whose curve ended before a step (a diverged run stops early)
+    counts with its last value there: it stays where it stopped. A step where some seed has no
+    finite value is left out (the order of the seeds is unknown there). The timestamp is the
+    latest of the points the median is taken from.
+    """
+    out = {}
+    for step in sorted({s for steps, _ in seeds for s in steps}):
+        values, stamps = [], []
+        for steps, points in seeds:
+            if not steps:
+                break
+            point = points.get(step if step in steps or step < steps[-1] else steps[-1])
+            if point is None:
+                break
+            values.append(point[0])
+            stamps.append(point[1])
+        else:
+            if values:
+                out[step] = (float(np.median(values)), max(stamps))
+    return out

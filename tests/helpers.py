@@ -1,7 +1,12 @@
-"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study."""
+"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study, README parts."""
+import re
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from replication.config import RunConfig, code_version
+from replication.engine import checkpoint_path, execute
 
 
 def sphere(X):
@@ -47,3 +52,42 @@ def tiny_params(functions=("ellipsoid", "levy"), methods=("sabo", "ingo")) -> di
             "methods": {m: grids[m] for m in methods},
         }
     }
+
+
+def checkpoint_of(cfg, runs_dir, iters=40):
+    """Leave the checkpoint a run has after ``iters`` iterations (as if killed right after writing it)."""
+    class Stop(Exception):
+        pass
+
+    def progress(nit, _):  # called before the checkpoint of iteration nit is written
+        if nit == iters + 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        execute(cfg, runs_dir, checkpoint_every_s=1e9, checkpoint_every_iters=iters, progress=progress)
+    path = checkpoint_path(runs_dir, cfg)
+    assert path.exists()
+    return path
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_comparison() -> tuple[str, str]:
+    """(the `sabo-bench track` command, the filter) of README.md's "Comparing runs in MLflow"."""
+    text = README.read_text()
+    section = text[text.index("### Comparing runs in MLflow"):]
+    section = section[:section.index("\n### ", 1)]
+    [command] = re.findall(r"`(sabo-bench track \S+ --profile [^`]+)`", section)
+    [query] = [line for line in section.splitlines() if line.startswith("tags.sabo_bench_level")]
+    return command, query
+
+
+def readme_filter(profile: str, setting: str, function: str) -> str:
+    """README.md's comparison filter for another profile, setting and function than its example."""
+    _, query = readme_comparison()
+    example = ("'quick'", "'d200_N50'", "'ellipsoid'")
+    assert all(query.count(value) == 1 for value in example), query
+    for value, new in zip(example, (profile, setting, function)):
+        query = query.replace(value, f"'{new}'")
+    return query

@@ -5,17 +5,18 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from helpers import deterministic_part, small_config
+from helpers import checkpoint_of, deterministic_part, small_config
 
 from replication.config import RunConfig
 from replication.curve import log_grid
 from replication.engine import checkpoint_path, execute, record_path
-from replication.storage import write_json
+from replication.storage import read_state, write_json, write_state
 
 
 def test_record_holds_config_curve_stats_and_provenance(tmp_path):
@@ -36,6 +37,48 @@ def test_record_holds_config_curve_stats_and_provenance(tmp_path):
     assert {"versions", "git_revision", "wall_time_s", "started_utc", "finished_utc", "resumed"} <= set(prov)
     assert prov["versions"]["numpy"] == np.__version__ and prov["resumed"] == 0
     assert json.loads(record_path(tmp_path, cfg).read_text()) == rec
+
+
+def test_record_keeps_wall_times_in_milliseconds_and_the_time_of_each_curve_point(tmp_path):
+    before = time.time()
+    rec = execute(small_config("ingo", T=80), tmp_path)
+    after = time.time()
+    prov = rec["provenance"]
+    started, finished = (datetime.fromisoformat(prov[k]).timestamp() for k in ("started_utc", "finished_utc"))
+    assert "." in prov["started_utc"] and "." in prov["finished_utc"]  # ms, not whole seconds (MLflow's unit)
+    assert before - 1e-3 <= started <= finished <= after + 1e-3
+    stamps = prov["curve_time_unix_s"]
+    assert len(stamps) == len(rec["result"]["curve"]["nit"])
+    assert stamps == sorted(stamps) and started - 1e-3 <= stamps[0] and stamps[-1] <= finished + 1e-3
+
+
+@pytest.mark.parametrize("old_checkpoint", [False, True])
+def test_a_resumed_run_keeps_the_times_of_its_earlier_curve_points(tmp_path, old_checkpoint):
+    cfg = small_config("ingo", T=80)
+    ckpt = checkpoint_of(cfg, tmp_path, iters=40)
+    state = read_state(ckpt)
+    saved = state["curve_time_unix_s"]
+    n = len(state["curve"]["columns"]["nit"])
+    assert len(saved) == n and all(isinstance(t, float) for t in saved)
+    if old_checkpoint:  # written before the engine kept the times: those points' times are unknown
+        del state["curve_time_unix_s"]
+        write_state(ckpt, state)
+    rec = execute(cfg, tmp_path)
+    assert rec["provenance"]["resumed"] == 1
+    stamps = rec["provenance"]["curve_time_unix_s"]
+    assert len(stamps) == len(rec["result"]["curve"]["nit"]) > n
+    assert stamps[:n] == ([None] * n if old_checkpoint else saved)
+    assert stamps[n:] == sorted(stamps[n:]) and stamps[n] >= saved[-1]
+
+
+def test_a_checkpoint_with_malformed_point_times_is_recomputed(tmp_path, capsys):
+    cfg = small_config("ingo", T=80)
+    ckpt = checkpoint_of(cfg, tmp_path, iters=40)
+    state = read_state(ckpt)
+    state["curve_time_unix_s"] = state["curve_time_unix_s"][:-1]
+    write_state(ckpt, state)
+    rec = execute(cfg, tmp_path)
+    assert rec["provenance"]["resumed"] == 0 and "curve_time_unix_s" in capsys.readouterr().err
 
 
 def test_finished_run_is_not_redone(tmp_path):

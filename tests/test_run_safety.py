@@ -10,26 +10,10 @@ import time
 import numpy as np
 import pytest
 from filelock import FileLock
-from helpers import deterministic_part, small_config
+from helpers import checkpoint_of, deterministic_part, small_config
 
 from replication.engine import RunBusy, checkpoint_path, execute, load_record, lock_path, record_path, record_status
 from replication.storage import QUARANTINE_MARK, quarantined_files, read_state, write_json
-
-
-def checkpoint_of(cfg, runs_dir, iters=40):
-    """Leave the checkpoint a run has after ``iters`` iterations (as if killed right after writing it)."""
-    class Stop(Exception):
-        pass
-
-    def progress(nit, _):  # called before the checkpoint of iteration nit is written
-        if nit == iters + 1:
-            raise Stop
-
-    with pytest.raises(Stop):
-        execute(cfg, runs_dir, checkpoint_every_s=1e9, checkpoint_every_iters=iters, progress=progress)
-    path = checkpoint_path(runs_dir, cfg)
-    assert path.exists()
-    return path
 
 
 class Payload:

@@ -1,18 +1,43 @@
-"""MLflow tracking: run hierarchy, per-evaluation metrics, artifacts, idempotency, concurrent loggers."""
+"""MLflow tracking: run hierarchy, per-evaluation metrics, artifacts, idempotency, concurrent loggers.
+
+Also: runs of different profiles never collide (names and tags), runs start and end at the
+record's wall times, group aggregates that one diverged seed cannot decide (median, geometric
+mean, the median curve), and the comparison page's filter (README.md) landing on the group runs.
+The browser-level check of that page is tests/test_mlflow_ui.py.
+"""
+import math
 import multiprocessing
+import shutil
+import urllib.parse
+from datetime import datetime
 
 import numpy as np
 import pytest
-from helpers import small_config, tiny_params
+from helpers import readme_filter, small_config, tiny_params
 
 from replication.engine import execute
 
 mlflow = pytest.importorskip("mlflow")  # part of the replication extra, installed by .ci/run
-from replication.tracking import Tracker  # noqa: E402
+from replication.tracking import Tracker, aggregate, median_curve, variants  # noqa: E402
 
 
-def records(tmp_path, n_seeds=2, methods=("sabo", "ingo")):
-    return [execute(small_config(m, T=30, seed=s), tmp_path / "runs") for m in methods for s in range(n_seeds)]
+@pytest.fixture(scope="module")
+def empty_db(tmp_path_factory):
+    """An MLflow database with its tables created: creating them takes 10-15 s on a busy machine."""
+    path = tmp_path_factory.mktemp("mlflow") / "empty.db"
+    Tracker(f"sqlite:///{path}", timeout=120)
+    return path
+
+
+@pytest.fixture
+def uri(tmp_path, empty_db):
+    """A fresh tracking store for one test (a copy of ``empty_db``)."""
+    shutil.copyfile(empty_db, tmp_path / "mlflow.db")
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
+def records(tmp_path, n_seeds=2, methods=("sabo", "ingo"), T=30):
+    return [execute(small_config(m, T=T, seed=s), tmp_path / "runs") for m in methods for s in range(n_seeds)]
 
 
 def runs_by_level(client, exp_id):
@@ -22,18 +47,21 @@ def runs_by_level(client, exp_id):
     return out
 
 
-def test_records_are_logged_as_setting_group_seed_hierarchy(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def levels_of(tracker, study="synthetic"):
+    return runs_by_level(tracker.client, tracker.client.get_experiment_by_name(study).experiment_id)
+
+
+def test_records_are_logged_as_group_runs_with_their_seed_runs(tmp_path, uri):
     tracker = Tracker(uri)
     recs = records(tmp_path)
-    assert all(tracker.log_record(r) for r in recs)
-    assert not any(tracker.log_record(r) for r in recs)  # idempotent
+    assert all(tracker.log_record(r, profile="quick") for r in recs)
+    assert not any(tracker.log_record(r, profile="quick") for r in recs)  # idempotent
+    assert all(tracker.is_logged(r, profile="quick") for r in recs) and not tracker.is_logged(recs[0], profile="ci")
     client = tracker.client
-    exp = client.get_experiment_by_name("synthetic")
-    levels = runs_by_level(client, exp.experiment_id)
-    assert len(levels["setting"]) == 1 and len(levels["group"]) == 2 and len(levels["seed"]) == 4
-    setting_id = levels["setting"][0].info.run_id
-    assert all(g.data.tags["mlflow.parentRunId"] == setting_id for g in levels["group"])
+    levels = levels_of(tracker)
+    assert set(levels) == {"group", "seed"} and len(levels["group"]) == 2 and len(levels["seed"]) == 4
+    # group runs are top-level: MLflow's table shows a filter's hits on children under a collapsed parent
+    assert all("mlflow.parentRunId" not in g.data.tags for g in levels["group"])
     group_ids = {g.info.run_id for g in levels["group"]}
     rec = recs[0]
     seed_run = next(r for r in levels["seed"] if r.data.tags["sabo_bench_config_hash"] == rec["config_hash"])
@@ -47,45 +75,235 @@ def test_records_are_logged_as_setting_group_seed_hierarchy(tmp_path):
     assert [m.value for m in history] == pytest.approx(curve["error"])
     assert [a.path for a in client.list_artifacts(seed_run.info.run_id)] == ["curve.csv"]
     group = client.get_run(seed_run.data.tags["mlflow.parentRunId"])
-    assert group.data.metrics["n_seeds"] == 2 and "final_error_mean" in group.data.metrics
+    assert group.data.metrics["n_seeds"] == 2 and "final_error_median" in group.data.metrics
+    # every seed run of a group sits under the one active group run, which was rewritten per seed
+    for g in levels["group"]:
+        children = [r for r in levels["seed"] if r.data.tags["mlflow.parentRunId"] == g.info.run_id]
+        assert len(children) == 2 and {c.data.tags["sabo_bench_group_hash"] for c in children} == \
+            {g.data.tags["sabo_bench_group_hash"]}
+    deleted = client.search_runs([group.info.experiment_id], run_view_type=mlflow.entities.ViewType.DELETED_ONLY)
+    assert len(deleted) == 2 and {r.data.tags["sabo_bench_level"] for r in deleted} == {"group"}
+
+
+# ---------------------------------------------------------------------- item 1: profiles and names
+def test_profiles_with_different_budgets_never_collide(tmp_path, uri):
+    """quick (T = 30) and ci (T = 60) runs of one setting: separate group runs, unique names, profile tags."""
+    tracker = Tracker(uri)
+    budgets = {"quick": 30, "ci": 60}
+    for profile, T in budgets.items():
+        for r in records(tmp_path, n_seeds=2, T=T):
+            assert tracker.log_record(r, profile=profile)
+    levels = levels_of(tracker)
+    groups, seeds = levels["group"], levels["seed"]
+    assert len(groups) == 4 and len(seeds) == 8
+    names = [r.info.run_name for r in groups + seeds]
+    assert len(set(names)) == len(names)
+    assert {g.info.run_name for g in groups} == {f"d20_N10/ellipsoid/{m} [{p}]" for m in ("sabo", "ingo")
+                                                 for p in budgets}
+    assert "d20_N10/ellipsoid/sabo/seed1 [ci]" in names
+    for run in groups + seeds:
+        tags, params = run.data.tags, run.data.params
+        assert (tags["sabo_bench_setting"], tags["sabo_bench_function"]) == ("d20_N10", "ellipsoid")
+        assert tags["sabo_bench_method"] == params["method"]
+        assert params["budget.max_iter"] == str(budgets[tags["sabo_bench_profile"]])  # a profile is one budget
+    exp_id = groups[0].info.experiment_id
+    ci = tracker.client.search_runs([exp_id], "tags.sabo_bench_level = 'group' and tags.sabo_bench_profile = 'ci'",
+                                    order_by=["metrics.final_error_median ASC"])
+    assert len(ci) == 2 and {r.data.params["budget.max_iter"] for r in ci} == {"60"}
+
+
+def test_a_record_shared_by_two_profiles_is_logged_under_each(tmp_path, uri):
+    tracker = Tracker(uri)
+    [rec] = records(tmp_path, n_seeds=1, methods=("ingo",))
+    assert tracker.log_record(rec, profile="quick") and tracker.log_record(rec, profile="ci")
+    assert not tracker.log_record(rec, profile="ci")
+    levels = levels_of(tracker)
+    assert sorted(r.data.tags["sabo_bench_profile"] for r in levels["seed"]) == ["ci", "quick"]
+    assert sorted(r.data.tags["sabo_bench_profile"] for r in levels["group"]) == ["ci", "quick"]
+
+
+def test_method_grids_name_their_grid_points():
+    configs = [small_config("sabo", seed=s, lr=lr) for lr in (0.1, 0.5) for s in (0, 1)]
+    configs += [small_config("ingo", seed=s) for s in (0, 1)] + [small_config("sabo", function="levy")]
+    names = variants(configs)
+    assert len(names) == 4  # one per group
+    assert {names[c.group_hash] for c in configs if c.method == "sabo" and c.problem["name"] == "ellipsoid"} == \
+        {"lr=0.1", "lr=0.5"}
+    assert names[configs[4].group_hash] == "" and names[configs[-1].group_hash] == ""  # alone in its cell
+
+
+def test_grid_points_get_distinct_group_runs_through_the_command_line(tmp_path, uri):
+    from replication.cli import SafeLogger
+
+    tracker = Tracker(uri)
+    configs = [small_config("ingo", T=20, seed=0, lr=lr) for lr in (0.1, 0.5)]
+    logger = SafeLogger(tracker, profile="grid", configs=configs)
+    for c in configs:
+        assert logger(execute(c, tmp_path / "runs")) is True
+    levels = levels_of(tracker)
+    assert sorted(g.info.run_name for g in levels["group"]) == ["d20_N10/ellipsoid/ingo (lr=0.1) [grid]",
+                                                                "d20_N10/ellipsoid/ingo (lr=0.5) [grid]"]
+    assert sorted(s.info.run_name for s in levels["seed"]) == ["d20_N10/ellipsoid/ingo (lr=0.1)/seed0 [grid]",
+                                                               "d20_N10/ellipsoid/ingo (lr=0.5)/seed0 [grid]"]
+
+
+# ---------------------------------------------------------------------- item 2: wall times
+def test_runs_start_and_end_at_the_records_wall_times(tmp_path, uri):
+    tracker = Tracker(uri)
+    recs = records(tmp_path, n_seeds=2, methods=("sabo",), T=60)
+    for r in recs:
+        tracker.log_record(r, profile="ci")
+    client = tracker.client
+    levels = levels_of(tracker)
+
+    def ms(iso):  # independent of the tracker's parser: the record's ISO text, millisecond precision
+        return round(datetime.fromisoformat(iso).timestamp() * 1000)
+
+    for run in levels["seed"]:
+        rec = next(r for r in recs if r["config_hash"] == run.data.tags["sabo_bench_config_hash"])
+        prov = rec["provenance"]
+        assert run.info.start_time == ms(prov["started_utc"]) and run.info.end_time == ms(prov["finished_utc"])
+        # the record's span (ms precision) brackets its measured compute time
+        assert run.info.end_time - run.info.start_time >= 1000 * prov["wall_time_s"] - 2
+        history = client.get_metric_history(run.info.run_id, "error")
+        stamps = [m.timestamp for m in history]
+        assert stamps == [round(t * 1000) for t in prov["curve_time_unix_s"]]
+        assert stamps == sorted(stamps) and stamps[0] >= run.info.start_time and stamps[-1] <= run.info.end_time
+        assert stamps[-1] > stamps[0]  # not one timestamp for all (60 iterations of d = 20 take > 1 ms)
+        final = client.get_metric_history(run.info.run_id, "final_error")
+        assert [m.timestamp for m in final] == [run.info.end_time]
+    [group] = levels["group"]
+    assert group.info.start_time == min(s.info.start_time for s in levels["seed"])
+    assert group.info.end_time == max(s.info.end_time for s in levels["seed"])
+
+
+def test_records_without_point_times_stamp_their_curve_at_the_end(tmp_path, uri):
+    tracker = Tracker(uri)
+    [rec] = records(tmp_path, n_seeds=1, methods=("ingo",))
+    del rec["provenance"]["curve_time_unix_s"]  # a record written before the engine kept them
+    rec["provenance"]["started_utc"] = "2024-05-01T10:00:00+00:00"  # and with second precision
+    rec["provenance"]["finished_utc"] = "2024-05-01T10:00:07+00:00"
+    tracker.log_record(rec, profile="ci")
+    [seed] = levels_of(tracker)["seed"]
+    assert (seed.info.start_time, seed.info.end_time) == (1714557600000, 1714557607000)
+    assert {m.timestamp for m in tracker.client.get_metric_history(seed.info.run_id, "error")} == {1714557607000}
+
+
+# ---------------------------------------------------------------------- item 3: aggregates a comparison can trust
+def test_aggregates_resist_one_diverged_seed():
+    values = [1e-3, 2e-3, 1e24]  # two converged seeds, one BES-like divergence
+    agg = aggregate(values)
+    assert agg["median"] == 2e-3
+    assert agg["geomean"] == pytest.approx(math.exp((math.log(1e-3) + math.log(2e-3) + math.log(1e24)) / 3))
+    assert agg["mean"] == pytest.approx(1e24 / 3)  # what the mean alone says: the divergence
+    assert aggregate([0.0, 1.0])["geomean"] == 0.0 and "geomean" not in aggregate([-1.0, 1.0])
+    assert aggregate([1e300, 1e300, 1e-300]).keys() == {"mean", "median", "geomean"}  # std overflows: left out
+    assert aggregate([float("nan"), float("inf"), 3.0]) == pytest.approx({"mean": 3.0, "std": 0.0, "median": 3.0,
+                                                                          "geomean": 3.0})
+
+
+def test_median_curve_carries_a_stopped_seed_and_skips_unknown_points():
+    full = [0, 10, 20, 30]
+    seeds = [(full, {0: (4.0, 100), 10: (3.0, 110), 20: (2.0, 120), 30: (1.0, 130)}),
+             (full, {0: (5.0, 100), 10: (1.0, 111), 20: (0.5, 125), 30: (0.1, 131)}),
+             ([0, 10], {0: (6.0, 100), 10: (1e24, 112)})]          # diverged after 10 evaluations
+    assert median_curve(seeds) == {0: (5.0, 100), 10: (3.0, 112), 20: (2.0, 125), 30: (1.0, 131)}
+    holed = [(full, {0: (1.0, 1), 20: (1.0, 3), 30: (1.0, 4)}), (full, {s: (2.0, 5) for s in full})]
+    assert sorted(median_curve(holed)) == [0, 20, 30]  # a non-finite point (not logged) hides its step
+
+
+def test_group_runs_log_median_geomean_and_the_median_error_curve(tmp_path, uri):
+    tracker = Tracker(uri)
+    recs = records(tmp_path, n_seeds=3, methods=("ingo",), T=40)
+    blown = recs[2]  # as BES diverges: status, a huge final error, the curve cut short
+    cut = 10
+    blown["result"]["status"] = "diverged"
+    blown["result"]["curve"] = {k: v[:cut] for k, v in blown["result"]["curve"].items()}
+    blown["result"]["curve"]["error"][-1] = 1e24
+    blown["result"]["final"] = {k: v[-1] for k, v in blown["result"]["curve"].items()}
+    blown["provenance"]["curve_time_unix_s"] = blown["provenance"]["curve_time_unix_s"][:cut]
+    for r in recs:
+        tracker.log_record(r, profile="ci")
+    client = tracker.client
+    [group] = levels_of(tracker)["group"]
+    m = group.data.metrics
+    finals = [r["result"]["final"]["error"] for r in recs]
+    assert m["n_seeds"] == 3 and m["n_diverged"] == 1
+    assert m["final_error_median"] == pytest.approx(sorted(finals)[1])
+    assert m["final_error_geomean"] == pytest.approx(math.prod(finals) ** (1 / 3), rel=1e-9)
+    assert m["final_error_mean"] == pytest.approx(sum(finals) / 3) and m["final_error_mean"] > 1e23
+    assert m["final_error_median"] < 1e3  # the median is a converged seed's
+    history = client.get_metric_history(group.info.run_id, "error_median")
+    nfev = recs[0]["result"]["curve"]["nfev"]
+    assert [h.step for h in history] == nfev  # one point per evaluation count, though the group was rewritten
+    for h, i in zip(history, range(len(nfev))):
+        per_seed = [r["result"]["curve"]["error"][min(i, len(r["result"]["curve"]["error"]) - 1)] for r in recs]
+        assert h.value == pytest.approx(sorted(per_seed)[1])
+    assert {"f_best_median", "f_mean_median"} <= set(group.data.metrics) and "nit_median" not in group.data.metrics
+
+
+def test_diverged_runs_with_huge_errors_are_logged(tmp_path, uri):
+    """BES reaches errors near 1e300; aggregating them over seeds must not overflow."""
+    tracker = Tracker(uri)
+    recs = records(tmp_path, n_seeds=2, methods=("ingo",))
+    for r in recs:
+        r["result"]["final"]["error"] = 1e300
+    assert all(tracker.log_record(r, profile="ci") for r in recs)
+    group = levels_of(tracker)["group"][0]
+    assert group.data.metrics["final_error_mean"] == 1e300 and group.data.metrics["final_error_median"] == 1e300
+
+
+# ---------------------------------------------------------------------- item 4: the comparison the README documents
+def test_the_comparison_filter_lands_on_the_group_runs_and_names_the_step_axis(tmp_path, uri):
+    tracker = Tracker(uri)
+    for r in records(tmp_path, n_seeds=2, methods=("sabo", "ingo")):
+        tracker.log_record(r, profile="ci")
+    for r in records(tmp_path, n_seeds=1, methods=("sabo",), T=20):
+        tracker.log_record(r, profile="quick")
+    url = tracker.comparison_url("synthetic", "ci", setting="d20_N10", function="ellipsoid", ui="http://h:1")
+    exp = tracker.client.get_experiment_by_name("synthetic")
+    assert url.startswith(f"http://h:1/#/experiments/{exp.experiment_id}/runs?")
+    state = urllib.parse.parse_qs(url.split("?", 1)[1])
+    assert state["compareRunsMode"] == ["CHART"] and state["workflowType"] == ["machine_learning"]
+    assert state["orderByKey"] == ["metrics.`final_error_median`"] and state["orderByAsc"] == ["true"]
+    [query] = state["searchFilter"]
+    assert query == readme_filter("ci", "d20_N10", "ellipsoid")  # the filter README.md documents
+    hits = tracker.client.search_runs([exp.experiment_id], query)
+    assert sorted(r.info.run_name for r in hits) == ["d20_N10/ellipsoid/ingo [ci]", "d20_N10/ellipsoid/sabo [ci]"]
+    assert all("mlflow.parentRunId" not in r.data.tags for r in hits)  # top-level: the table lists them as rows
+    for run in hits + levels_of(tracker)["seed"]:
+        assert run.data.tags["sabo_bench_step"] == "function evaluations"
+        assert "Step = function evaluations" in run.data.tags["mlflow.note.content"]
+    assert exp.tags["mlflow.note.content"].startswith("Step = number of function evaluations")
+    assert tracker.comparison_url("image", "ci") is None
 
 
 def _log_all(uri, recs):
     tracker = Tracker(uri, timeout=120)  # on 2 busy cores a latecomer may queue > 15 s for the lock
     for r in recs:
-        tracker.log_record(r)
+        tracker.log_record(r, profile="ci")
 
 
-def test_concurrent_loggers_lose_nothing(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_concurrent_loggers_lose_nothing(tmp_path, uri):
     recs = records(tmp_path, n_seeds=3, methods=("sabo", "ingo", "mmes", "cmaes"))
     ctx = multiprocessing.get_context("spawn")
-    # four processes, each logging every record: the same parents and the same seeds race
+    # four processes, each logging every record: the same groups and the same seeds race
     procs = [ctx.Process(target=_log_all, args=(uri, recs[i:] + recs[:i])) for i in range(4)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(timeout=240)
         assert p.exitcode == 0
-    client = Tracker(uri).client
-    levels = runs_by_level(client, client.get_experiment_by_name("synthetic").experiment_id)
-    assert len(levels["setting"]) == 1 and len(levels["group"]) == 4
+    tracker = Tracker(uri)
+    client = tracker.client
+    levels = levels_of(tracker)
+    assert len(levels["group"]) == 4 and all(g.data.metrics["n_seeds"] == 3 for g in levels["group"])
     hashes = sorted(r.data.tags["sabo_bench_config_hash"] for r in levels["seed"])
     assert hashes == sorted(r["config_hash"] for r in recs)
+    group_ids = {g.info.run_id for g in levels["group"]}
     for run in levels["seed"]:
+        assert run.data.tags["mlflow.parentRunId"] in group_ids
         assert len(client.get_metric_history(run.info.run_id, "error")) == len(recs[0]["result"]["curve"]["nit"])
-
-
-def test_diverged_runs_with_huge_errors_are_logged(tmp_path):
-    """BES reaches errors near 1e300; aggregating them over seeds must not overflow."""
-    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db")
-    recs = records(tmp_path, n_seeds=2, methods=("ingo",))
-    for r in recs:
-        r["result"]["final"]["error"] = 1e300
-    assert all(tracker.log_record(r) for r in recs)
-    client = tracker.client
-    group = runs_by_level(client, client.get_experiment_by_name("synthetic").experiment_id)["group"][0]
-    assert group.data.metrics["final_error_mean"] == 1e300 and "final_error_std" in group.data.metrics
 
 
 # ---------------------------------------------------------------------- tracking never stops a study
@@ -140,6 +358,23 @@ def test_corrupt_database_is_one_warning_and_track_logs_later(cli, tmp_path, mon
     assert len(seeds) == 2
 
 
+def test_the_command_line_logs_runs_and_report_figures_under_the_profile(cli, uri, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    rc, _, err = cli("run", "--quiet", capsys=capsys)
+    assert rc == 0 and not warnings(err)
+    rc, _, err = cli("report", "--out", str(tmp_path / "results"), capsys=capsys)
+    assert rc == 0 and not warnings(err)
+    tracker = Tracker(uri)
+    levels = levels_of(tracker)
+    assert [g.info.run_name for g in levels["group"]] == ["d10_N6/ellipsoid/ingo [tiny]"]
+    assert sorted(s.info.run_name for s in levels["seed"]) == [f"d10_N6/ellipsoid/ingo/seed{k} [tiny]" for k in (0, 1)]
+    [setting] = levels["setting"]
+    assert setting.info.run_name == "d10_N6 [tiny]" and setting.data.tags["sabo_bench_profile"] == "tiny"
+    figures = [a.path for a in tracker.client.list_artifacts(setting.info.run_id, "report")]
+    written = sorted(f"report/{f.name}" for f in (tmp_path / "results" / "figures").glob("synthetic_d10_N6*"))
+    assert "report/synthetic_d10_N6_evals.png" in written and figures == written  # every figure of the setting
+
+
 @pytest.mark.parametrize("uri", ["foo://bar", "sqlite:////proc/nope/mlflow.db"])
 def test_unusable_uri_is_one_warning_for_run_one_and_report(cli, tmp_path, monkeypatch, capsys, uri):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -192,7 +427,7 @@ def test_lock_file_held_elsewhere_bounds_the_connection(tmp_path):
 def test_tracker_dying_mid_study_is_a_warning(cli, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
 
-    def dead(self, record):
+    def dead(self, record, **kwargs):
         raise ConnectionError("tracking server went away")
 
     monkeypatch.setattr(Tracker, "log_record", dead)
@@ -217,11 +452,11 @@ def test_safe_logger_stops_trying_a_dead_tracker(capsys):
     class Dead:
         calls = 0
 
-        def log_record(self, record):
+        def log_record(self, record, **kwargs):
             Dead.calls += 1
             raise OSError("gone")
 
-    logger = SafeLogger(Dead(), "later")
+    logger = SafeLogger(Dead(), "later", profile="ci")
     for i in range(10):
         assert logger({"config_hash": str(i)}) is None
     logger.summarize()
@@ -230,22 +465,26 @@ def test_safe_logger_stops_trying_a_dead_tracker(capsys):
     assert len(warnings(err)) == SafeLogger.MAX_FAILURES_IN_A_ROW + 1 and "10 records" in err
 
 
-def test_names_with_quotes_are_found_exactly(tmp_path):
-    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db")
+def test_names_with_quotes_are_found_exactly(tmp_path, uri):
+    tracker = Tracker(uri)
     exp = tracker._experiment_id("synthetic")
     names = ["plain", "o'brien", 'say "hi"', "back\\slash", "ends\\", "all'\"\\", "a%b", "a_b", "A'B", "a'b"]
-    ids = {n: tracker._find_or_create(exp, n, None, level="setting", setting=n) for n in names}
-    assert len(set(ids.values())) == len(names)  # no name matched another (LIKE wildcards, case)
     for n in names:
-        assert [r.info.run_id for r in tracker._find(exp, level="setting", setting=n)] == [ids[n]]
-        assert tracker._find_or_create(exp, n, None, level="setting", setting=n) == ids[n]
+        tracker.log_setting_artifacts("synthetic", n, [], profile=n)
+    ids = {}
+    for n in names:
+        [run] = tracker._find(exp, level="setting", setting=n, profile=n)  # no name matched another (LIKE, case)
+        ids[n] = run.info.run_id
+        tracker.log_setting_artifacts("synthetic", n, [], profile=n)  # found again, not created anew
+        assert [r.info.run_id for r in tracker._find(exp, level="setting", setting=n, profile=n)] == [ids[n]]
+    assert len(set(ids.values())) == len(names)
 
     # RunConfig refuses quotes in names now; a record's hash is read as it is, so it may hold them
     recs = records(tmp_path, n_seeds=2, methods=("ingo",))
     for i, r in enumerate(recs):
         r["config_hash"] = f"{r['config_hash']}'\"{i}\\"
-    assert all(tracker.log_record(r) for r in recs)
-    assert not any(tracker.log_record(r) for r in recs)  # idempotent: the quoted hashes are found
-    assert all(tracker.is_logged(r) for r in recs)
+    assert all(tracker.log_record(r, profile="o'q") for r in recs)
+    assert not any(tracker.log_record(r, profile="o'q") for r in recs)  # idempotent: the quoted hashes are found
+    assert all(tracker.is_logged(r, profile="o'q") for r in recs)
     group = runs_by_level(tracker.client, exp)["group"]
     assert len(group) == 1 and group[0].data.metrics["n_seeds"] == 2
