@@ -39,6 +39,17 @@ def code_version(method: str, params: dict) -> str:
     return sabo.__version__ if cls is None else f"{sabo.__version__}+{optimizer}.r{cls.revision}"
 
 
+def flatten(prefix: str, value, out: dict) -> dict:
+    """``out[<dotted path>] = leaf`` for every leaf of the nested dicts ``value`` (an empty dict has no
+    leaf); returns ``out``. The column names of the run tables and the MLflow parameters."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    else:
+        out[prefix] = value
+    return out
+
+
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 

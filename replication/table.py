@@ -31,7 +31,7 @@ import io
 import json
 from pathlib import Path
 
-from .config import RunConfig
+from .config import RunConfig, flatten
 from .storage import atomic_write_bytes
 
 TABLE_SCHEMA = 1
@@ -45,24 +45,15 @@ def table_path(out_dir, report_name: str) -> Path:
     return Path(out_dir) / f"{report_name}_runs.parquet"
 
 
-def _flatten(prefix: str, value, out: dict) -> None:
-    """``out[<dotted path>] = leaf`` for every leaf of ``value`` (an empty dict has no leaf)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
-    else:
-        out[prefix] = value
-
-
 def _row(record: dict) -> dict:
     """The flattened columns of one record (its curve as ``curve.<key>`` lists)."""
     result = record["result"]
     row: dict = {}
-    _flatten("", record["config"], row)
-    _flatten("", {k: v for k, v in result.items() if k != "curve"}, row)
+    flatten("", record["config"], row)
+    flatten("", {k: v for k, v in result.items() if k != "curve"}, row)
     for key in ("config_hash", "group_hash"):
         row[key] = record.get(key)
-    _flatten("provenance", record["provenance"], row)
+    flatten("provenance", record["provenance"], row)
     for key, values in result["curve"].items():
         row[CURVE + key] = values
     shell = {**record, "result": {**result, "curve": list(result["curve"])}}  # curve keys only, in order

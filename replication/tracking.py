@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import RunConfig
+from .config import RunConfig, flatten
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 DEFAULT_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
@@ -120,15 +120,6 @@ def _tag_clause(key: str, value) -> str:
         return f"tags.{name} = '{value}'"
     pattern = "".join("_" if c in _UNQUOTABLE else c for c in value)
     return f"tags.{name} LIKE '{pattern}'"
-
-
-def _flatten(prefix: str, obj, out: dict) -> dict:
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    else:
-        out[prefix] = obj
-    return out
 
 
 def _finite(x) -> bool:
@@ -312,7 +303,7 @@ class Tracker:
             metrics += [Metric("wall_time_s", float(record["provenance"]["wall_time_s"]), end, 0)]
             metrics += [Metric(f"stats_{k}", float(v), end, 0)
                         for k, v in record["result"]["stats"].items() if _finite(v)]
-            params = _flatten("", {k: v for k, v in config.to_dict().items() if k != "seed"}, {})
+            params = flatten("", {k: v for k, v in config.to_dict().items() if k != "seed"}, {})
             all_params = [Param(k, str(v)[:6000]) for k, v in {**params, "seed": config.seed}.items()]
             self._log_batches(run_id, metrics, all_params)
             self._log_curve_artifact(run_id, curve)
@@ -429,7 +420,7 @@ def variants(configs) -> dict[str, str]:
     by_cell: dict[tuple, dict[str, dict]] = {}
     for c in configs:
         cell = (c.setting, c.problem.get("name", "problem"), c.method)
-        by_cell.setdefault(cell, {})[c.group_hash] = _flatten("", {k: v for k, v in c.group.items()
+        by_cell.setdefault(cell, {})[c.group_hash] = flatten("", {k: v for k, v in c.group.items()
                                                                    if k not in ("study", "setting", "method")}, {})
     out = {}
     for groups in by_cell.values():
