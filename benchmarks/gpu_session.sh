@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # One GPU session for the prompt-tuning throughput issue (run once, from the repository root):
 #
-#     bash benchmarks/gpu_session.sh                          # on the GPU machine, ~6-7 minutes
+#     bash benchmarks/gpu_session.sh                          # on the GPU machine, ~8 minutes
 #     GPU_SESSION_TINY=1 OUT=/tmp/gs bash benchmarks/gpu_session.sh   # dry run on CPU, small sizes
 #
 # Parts, in order, each in its own process with its own time limit (a failing or timed-out part
 # prints its error and the script goes on), all under one overall deadline (GPU_SESSION_BUDGET_S,
-# default 420 s; a part that would start with under 25 s left is skipped):
+# default 540 s; a part that would start with under 25 s left is skipped):
 #   bench       prompt_objective.py, N = 100, SST-2- and Yelp-like: baseline (fp32 + autocast,
-#               earlier layout), bf16-eager, bf16, bucket (= bucket-exact at N = 100), bucket-pad; GPU idle
-#               share of the study loop for baseline and bucket           -> bench.json
+#               earlier layout), bucket (bf16, SDPA, length buckets: the best padded layout), varlen
+#               (bf16, packed rows, variable-length flash attention), varlen-big (128k tokens per
+#               forward), varlen-compile, varlen-fp32 (fp32 + autocast, packed), varlen-fp32-compile;
+#               GPU idle share of the study loop for baseline and varlen-fp32-compile -> bench.json
 #   study_old   prompt_study_check.py --earlier (fp32, no bucketing)       -> study_earlier.json
-#   study_new   prompt_study_check.py with params.yaml's defaults          -> study_new.json
-#   precision   prompt_precision.py: bf16 / fp32+autocast vs fp32, 100 candidates, inits 0.02 0.1 0.2
-#                                                                          -> precision.json
-#   compile     prompt_objective.py --modes bucket compile (+ idle share)  -> bench_compile.json
-#   study_comp  prompt_study_check.py --compile (only if time is left)     -> study_compile.json
+#   study_new   prompt_study_check.py --attention varlen --compile (fp32)  -> study_new.json
+#   bo_turbo    bo_cost.py --method turbo --device cuda (d 200 500 1000, k 10 50 100) -> bo_turbo.out
+#   bo_gibo     gibo_cost.py --device cuda (d 200 500 1000, iterations 3 and 6)      -> bo_gibo.out
+#   study_bf16  prompt_study_check.py --attention varlen --compile --weights bf16 -> study_bf16.json
 # Everything goes under $OUT: <part>.json, <part>.out (stdout+stderr), session.log, summary.txt.
 # Run it through the device tool with carry [".whl"] (cma, pydantic; see README, Benchmarks).
 # Make .whl/ once on a machine with PyPI (GPU machine: Python 3.12, manylinux x86_64), e.g.
@@ -28,7 +29,7 @@ mkdir -p "$OUT"
 LOG="$OUT/session.log"
 : > "$LOG"
 T0=$(date +%s)
-BUDGET=${GPU_SESSION_BUDGET_S:-420}
+BUDGET=${GPU_SESSION_BUDGET_S:-540}
 if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU machine lacks (cma, pydantic), carried as wheels:
   # pure-Python ones in .whl/, binary ones per Python version in .whl/cpXY/
   CPV=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
@@ -43,16 +44,16 @@ PY=${PYTHON:-python3}
 if [ "${GPU_SESSION_TINY:-0}" = "1" ]; then
   DEV=(--device cpu --model small)
   BENCH=(--n 8 --examples 8 --repeats 1 --threads 2 --profile-iters 1)
-  PREC=(--n 20 --examples 8 --inits 0.02 0.2)
   STUDY=(--iterations 1)
-  L_BENCH=240 L_STUDY=900 L_PREC=90 L_COMP=900
+  BO_DEV=cpu BO_DIMS=(20) BO_K=(2) GIBO_CK=(1 2)
+  L_BENCH=600 L_STUDY=900 L_STUDY_COMPILED=900 L_BO=300
   BUDGET=${GPU_SESSION_BUDGET_S:-3600}
 else
   DEV=(--device cuda --model roberta-large-shape)
   BENCH=(--n 100 --examples 32 --repeats 2 --profile-iters 3)
-  PREC=(--n 100 --examples 32 --inits 0.02 0.1 0.2)
   STUDY=()
-  L_BENCH=90 L_STUDY=100 L_PREC=50 L_COMP=110
+  BO_DEV=cuda BO_DIMS=(200 500 1000) BO_K=(10 50 100) GIBO_CK=(3 6)
+  L_BENCH=160 L_STUDY=75 L_STUDY_COMPILED=110 L_BO=90   # compiled: + its one-off compilation
 fi
 
 part() {  # part NAME LIMIT_S COMMAND...
@@ -76,16 +77,17 @@ part() {  # part NAME LIMIT_S COMMAND...
 '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())"; } 2>&1 | tee -a "$LOG"
 
 part bench "$L_BENCH" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" \
-  --modes baseline bf16-eager bf16 bucket bucket-pad --profile-modes baseline bucket --json "$OUT/bench.json"
+  --modes baseline bucket varlen varlen-big varlen-compile varlen-fp32 varlen-fp32-compile \
+  --profile-modes baseline varlen-fp32-compile --json "$OUT/bench.json"
 part study_old "$L_STUDY" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --earlier --no-report \
   --json "$OUT/study_earlier.json"
-part study_new "$L_STUDY" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --no-report \
-  --json "$OUT/study_new.json"
-part precision "$L_PREC" $PY benchmarks/prompt_precision.py "${DEV[@]}" "${PREC[@]}" --json "$OUT/precision.json"
-part compile "$L_COMP" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" --modes bucket compile \
-  --profile-modes compile --json "$OUT/bench_compile.json"
-part study_comp "$L_COMP" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --compile --no-report \
-  --json "$OUT/study_compile.json"
+part study_new "$L_STUDY_COMPILED" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --attention varlen \
+  --compile --no-report --json "$OUT/study_new.json"
+part bo_turbo "$L_BO" $PY benchmarks/bo_cost.py --method turbo --device "$BO_DEV" --dims "${BO_DIMS[@]}" \
+  --iterations "${BO_K[@]}"
+part bo_gibo "$L_BO" $PY benchmarks/gibo_cost.py --device "$BO_DEV" --dims "${BO_DIMS[@]}" --checkpoints "${GIBO_CK[@]}"
+part study_bf16 "$L_STUDY_COMPILED" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --attention varlen \
+  --compile --weights bf16 --no-report --json "$OUT/study_bf16.json"
 
 $PY - "$OUT" <<'PYEOF' 2>&1 | tee "$OUT/summary.txt"
 import json, os, sys
@@ -97,34 +99,28 @@ def load(name):
     except Exception as exc:  # noqa: BLE001
         print(f"[{name}: missing ({type(exc).__name__})]")
         return None
-for name in ("bench.json", "bench_compile.json"):
+for name in ("bench.json",):
     b = load(name)
     if not b:
         continue
     i = b["info"]
     print(f"## {name}: {i['device']} | torch {i['torch']} | {i['model']} | N={i['n']} | matmul ref "
           f"{i.get('matmul_bf16_tflops', float('nan')):.0f} TFLOP/s")
-    print(f"{'workload':<6}{'mode':<14}{'fwd':>4}{'gen/s':>8}{'TFLOP/s':>9}{'%peak':>7}{'useful':>8}{'pad%':>6}{'warm s':>8}")
+    print(f"{'workload':<6}{'mode':<20}{'fwd':>4}{'gen/s':>8}{'TFLOP/s':>9}{'%peak':>7}{'useful':>8}{'pad%':>6}{'warm s':>8}{'maxrel':>9}{'spearm':>8}")
     for r in b["rows"]:
         if "error" in r:
-            print(f"{r['workload']:<6}{r['mode']:<14} FAILED {r['error'][:70]}")
+            print(f"{r['workload']:<6}{r['mode']:<20} FAILED {r['error'][:70]}")
         else:
-            print(f"{r['workload']:<6}{r['mode']:<14}{r['forwards']:>4}{r['generations_per_s']:>8.3f}{r['tflops']:>9.1f}"
-                  f"{r['pct_peak']:>7.1f}{r['useful_tflops']:>8.1f}{100 * r['padding_fraction']:>6.1f}{r['warmup_s']:>8.1f}")
+            print(f"{r['workload']:<6}{r['mode']:<20}{r['forwards']:>4}{r['generations_per_s']:>8.3f}{r['tflops']:>9.1f}"
+                  f"{r['pct_peak']:>7.1f}{r['useful_tflops']:>8.1f}{100 * r['padding_fraction']:>6.1f}{r['warmup_s']:>8.1f}"
+                  f"{r['max_rel_diff_vs_first_mode']:>9.1e}{r['spearman_vs_first_mode']:>8.3f}")
     for p in b.get("idle_share", []):
         if "error" in p:
             print(f"idle share {p['mode']}: FAILED {p['error'][:70]}")
         else:
             idle = "n/a" if p["idle_share"] is None else f"{100 * p['idle_share']:.1f}%"
             print(f"study loop {p['workload']} {p['mode']}: {p['seconds_per_iteration']:.3f} s/iter (SABO), GPU idle {idle}")
-p = load("precision.json")
-if p:
-    print(f"## precision vs fp32 (TF32 off), {p['info']['n']} candidates, {p['info']['workload']}-like, {p['info']['device']}")
-    for r in p["results"]:
-        print(f"init {r['init']:<5g} loss {r['loss_mean']:.4f} rel std {r['loss_rel_std']:.1e} | bf16 max rel "
-              f"{r['bf16']['max_rel']:.1e} mean rel {r['bf16']['mean_rel']:.1e} spearman {r['bf16']['spearman']:.4f} | "
-              f"autocast max rel {r['autocast']['max_rel']:.1e} spearman {r['autocast']['spearman']:.4f}")
-for name in ("study_earlier.json", "study_new.json", "study_compile.json"):
+for name in ("study_earlier.json", "study_new.json", "study_bf16.json"):
     s = load(name)
     if s:
         print(f"## {name}: {s['options']} | {s['runs']} runs in {s['wall_s']:.1f} s | median s/iter: one-round "

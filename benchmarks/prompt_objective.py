@@ -20,7 +20,14 @@ the whole few-shot training set (``--examples``, default 32), i.e. N x 32 sequen
   larger forwards, masked;
 - ``compile``: ``bucket`` + ``torch.compile`` of the encoder (``dynamic=True``: one graph for all
   bucket shapes, one more if masked and unmasked forwards mix; default mode, ``--compile-mode``
-  to change it; the compilation is in the warm-up, excluded from the timings, once per process).
+  to change it; the compilation is in the warm-up, excluded from the timings, once per process);
+- ``varlen``: bf16, rows packed without padding into forwards of ~64k real tokens, run through
+  :class:`replication.prompt.packed.PackedEncoder` (fused QKV projection, PyTorch's
+  variable-length flash attention; ``prompt.attention: varlen``); ``varlen-big``: ~128k tokens
+  per forward; ``varlen-compile``: + ``torch.compile`` of each layer's work after attention
+  (forwards padded to one token count, one static graph); ``varlen-fp32`` and
+  ``varlen-fp32-compile``: the same with fp32 weights under bf16 autocast (the study's default
+  precision).
 
 ``--loop`` also times :meth:`PromptObjective.loss_loop` (one candidate at a time, as BBT) in the
 first mode. The losses of every mode are compared with the first mode's (max relative
@@ -103,6 +110,11 @@ MODES = {
     "bucket-exact": ("bf16", "sdpa", dict(bucket_tokens=0), False),
     "bucket-pad": ("bf16", "sdpa", dict(bucket_pad=None), False),   # None: --bucket-pad
     "compile": ("bf16", "sdpa", dict(), True),
+    "varlen": ("bf16", "sdpa", dict(packed=True), False),
+    "varlen-big": ("bf16", "sdpa", dict(packed=True, chunk_tokens=131072), False),
+    "varlen-compile": ("bf16", "sdpa", dict(packed=True, compile=True), False),
+    "varlen-fp32": ("fp32", "sdpa", dict(packed=True), False),
+    "varlen-fp32-compile": ("fp32", "sdpa", dict(packed=True, compile=True), False),
 }
 
 
@@ -229,6 +241,50 @@ def gpu_idle_share(objective, dev_split, Z0, iters: int, device, seed: int = 0) 
     return out
 
 
+# GPU kernel categories of --breakdown, matched in this order on the lower-cased kernel name
+# (attention first: flash kernels' names hold cutlass types)
+KERNEL_CATEGORIES = (
+    ("attention", ("flash", "fmha", "attention", "sdpa")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul", "addmm", "linear")),
+    ("layernorm", ("layer_norm", "layernorm")),
+    ("compiled (triton)", ("triton",)),
+    ("copy/cast/index", ("copy", "cast", "index", "gather", "scatter", "cat", "memcpy", "memset", "fill")),
+    ("element-wise", ("elementwise", "vectorized", "unrolled", "gelu", "add", "mul", "reduce", "softmax")),
+)
+
+
+def kernel_breakdown(fn, device) -> dict:
+    """Shares of GPU kernel time per category (:data:`KERNEL_CATEGORIES`) in one call of ``fn``; top kernels.
+
+    On CUDA the GPU kernels' own time (the operators that launch them are not counted again, nor
+    CUPTI's "Command Buffer Full" markers, which time the launch queue, not the GPU); on the CPU
+    the operators' own CPU time instead.
+    """
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    gpu = device.type == "cuda"
+    if gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sync(device)
+    with torch.profiler.profile(activities=activities) as prof:
+        fn()
+        sync(device)
+    totals, kernels = {}, {}
+    for e in prof.key_averages():
+        name = e.key.lower()
+        if gpu and (e.device_type != torch.autograd.DeviceType.CUDA or "command buffer full" in name):
+            continue
+        t = e.self_device_time_total if gpu else e.self_cpu_time_total
+        if t <= 0:
+            continue
+        cat = next((c for c, keys in KERNEL_CATEGORIES if any(k in name for k in keys)), "other")
+        totals[cat] = totals.get(cat, 0.0) + t
+        kernels[e.key] = kernels.get(e.key, 0.0) + t
+    total = sum(totals.values()) or 1.0
+    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:8]
+    return {"total_us": total, "shares": {c: v / total for c, v in sorted(totals.items(), key=lambda kv: -kv[1])},
+            "top": [(k[:90], v / total) for k, v in top]}
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
@@ -247,6 +303,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--profile-iters", type=int, default=0, help="study-loop iterations profiled for the idle share")
     ap.add_argument("--profile-modes", nargs="+", choices=list(MODES), default=["baseline", "bucket"])
     ap.add_argument("--profile-workload", choices=sorted(WORKLOADS), default="sst2")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="share of GPU kernel time per category (matmul, attention, ...) in one generation per mode")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--peak-tflops", type=float, default=989.0)
     ap.add_argument("--matmul-size", type=int, default=8192)
@@ -301,9 +359,12 @@ def main(argv=None) -> dict:
         print(f"# reference: {args.matmul_size}^3 bf16 matmul {mm:.0f} TFLOP/s ({100 * mm / args.peak_tflops:.0f}% of "
               f"{args.peak_tflops:.0f} peak)", flush=True)
 
+    def kw_of(mode):
+        return {k: (args.bucket_pad if v is None else v) for k, v in MODES[mode][2].items()}
+
     def objective(mode, split):
-        weights, attention, kw, compiled = MODES[mode]
-        kw = {k: (args.bucket_pad if v is None else v) for k, v in kw.items()}
+        weights, attention, _, compiled = MODES[mode]
+        kw = kw_of(mode)
         m = model_for(weights, attention, compiled)
         return PromptObjective(m, tokenizer, split, None, LABEL_IDS, proj, autocast=cuda and weights == "fp32",
                                **kw)
@@ -328,25 +389,32 @@ def main(argv=None) -> dict:
                 rows.append({"workload": wname, "mode": mode, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             fws = obj._plan(obj._batch, n, obj._plan_kind())
-            shapes = [(f.rows, f.length) for f in fws]
+            shapes = obj.forward_shapes(n)   # packed: one (1, length) per segment, the same FLOPs
             flops = forward_flops(obj.model, shapes)
             useful = useful_flops(obj.model, [f.lengths for f in fws])
             if first is None:
                 first = losses
             rel = np.abs(losses - first) / np.abs(first)
             row = {"workload": wname, "mode": mode, "weights": MODES[mode][0], "attention": MODES[mode][1],
-                   "bucketing": obj.bucketing, "compiled": MODES[mode][3], "forwards": len(shapes),
-                   "unmasked_forwards": sum(f.att is None for f in fws),
-                   "max_rows_per_forward": max(r for r, _ in shapes), "warmup_s": warm,
+                   "bucketing": obj.bucketing, "packed": obj.packed,
+                   "compiled": MODES[mode][3] or bool(kw_of(mode).get("compile")), "forwards": len(fws),
+                   "unmasked_forwards": sum(getattr(f, "att", None) is None for f in fws),
+                   "max_rows_per_forward": max(f.rows for f in fws), "warmup_s": warm,
                    "seconds_per_generation": t, "generations_per_s": 1.0 / t,
                    "sequences_per_s": n * len(split) / t, "tflops": flops / t / 1e12,
                    "pct_peak": 100.0 * flops / t / 1e12 / args.peak_tflops, "useful_tflops": useful / t / 1e12,
                    "padding_fraction": obj.padding_fraction(n),
                    "mean_seq_len": float(split.lengths.mean()), "max_seq_len": int(split.lengths.max()),
                    "max_rel_diff_vs_first_mode": float(rel.max()), "spearman_vs_first_mode": spearman(losses, first)}
+            if args.breakdown:
+                row["breakdown"] = kernel_breakdown(lambda obj=obj: obj.losses(Z), device)
+                shares = ", ".join(f"{c} {100 * v:.1f}%" for c, v in row["breakdown"]["shares"].items())
+                print(f"# {wname:<5} {mode:<12} kernel time: {shares}", flush=True)
+                for k, v in row["breakdown"]["top"]:
+                    print(f"#     {100 * v:5.1f}%  {k}", flush=True)
             rows.append(row)
             print(f"# {wname:<5} {mode:<12} {row['generations_per_s']:.4g} gen/s  {row['tflops']:.4g} TFLOP/s "
-                  f"({row['pct_peak']:.1f}%)  padding {100 * row['padding_fraction']:.1f}%  forwards {len(shapes)}  "
+                  f"({row['pct_peak']:.1f}%)  padding {100 * row['padding_fraction']:.1f}%  forwards {len(fws)}  "
                   f"warm-up {warm:.1f} s", flush=True)
             if args.loop and mode == modes[0]:
                 loop_n = min(n, 8 if not cuda else n)

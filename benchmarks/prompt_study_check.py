@@ -35,6 +35,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from replication.prompt.options import ATTENTIONS  # noqa: E402  (after the path set-up)
+
 SHAPES = {"small": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
           "roberta-large-shape": {}}
 
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", choices=sorted(SHAPES), default="small")
     ap.add_argument("--weights", choices=["fp32", "bf16"], default=None, help="prompt.weights (default: params.yaml)")
-    ap.add_argument("--attention", choices=["sdpa", "eager"], default=None, help="prompt.attention")
+    ap.add_argument("--attention", choices=list(ATTENTIONS), default=None, help="prompt.attention")
     ap.add_argument("--bucketing", action=argparse.BooleanOptionalAction, default=None, help="prompt.bucketing")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="prompt.compile")
     ap.add_argument("--earlier", action="store_true",

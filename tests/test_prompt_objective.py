@@ -412,3 +412,66 @@ def test_sabo_lowers_the_training_loss(model, tok, train):
     f_final = obj.losses(opt.mean[None])[0]
     assert f_final < f0 - 0.3, (f0, f_final)
     assert obj.evaluate(opt.mean) >= obj.evaluate(np.zeros(d))
+
+
+# Packed rows (prompt.attention: varlen): RoBERTa's layers on packed, unpadded tokens, attention
+# kept inside each row. On the CPU the segments go through SDPA grouped by length; against the
+# model's own padded forward: fp32, 1e-5 relative (measured ~1e-7).
+@pytest.mark.parametrize("kw", [
+    dict(),                         # CPU default: 8192 tokens per forward, the population in few forwards
+    dict(chunk_tokens=1),           # one row per forward
+    dict(chunk_tokens=500),         # forwards cut between rows, candidates split across forwards
+])
+def test_packed_rows_equal_the_padded_reference(model, tok, train, kw):
+    Z = population(7, seed=2)
+    obj = make_objective(model, tok, train, packed=True, **kw)
+    reference = make_objective(model, tok, train, chunk_rows=16).loss_loop(Z)
+    np.testing.assert_allclose(obj.losses(Z), reference, rtol=1e-5)
+    cand, ex = obj.row_layout(7)
+    assert sorted(zip(cand.tolist(), ex.tolist())) == [(c, e) for c in range(7) for e in range(len(train))]
+    fws = obj._plan(obj._batch, 7, "packed")
+    assert obj.padding_fraction(7) == 0.0 and obj.n_forwards(7) == len(fws)
+    real = sum(int(obj._batch.lengths[f.ex].sum()) for f in fws)
+    assert real == 7 * int(train.lengths.sum()) == sum(f.tokens for f in fws)
+    assert all(np.array_equal(f.lengths, obj._batch.lengths[f.ex]) for f in fws)
+    assert sum(length for _, length in obj.forward_shapes(7)) == real
+    if "chunk_tokens" in kw:  # near-equal forwards of whole rows, each about chunk_tokens
+        longest = int(train.lengths.max())
+        assert all(f.tokens <= max(kw["chunk_tokens"] + longest, longest) for f in fws)
+        assert len(fws) >= real // max(kw["chunk_tokens"] + longest, 1)
+    assert obj.scores(Z[3])["loss"] == pytest.approx(reference[3], rel=1e-5)
+    p_packed, _ = obj.predict(Z[3])
+    p_ref, _ = make_objective(model, tok, train).predict(Z[3])
+    assert np.array_equal(p_packed, p_ref)
+
+
+def test_packed_hidden_states_equal_the_models(model, tok, train):
+    """Every row's hidden states in a packed forward equal the model's forward of that row alone."""
+    from replication.prompt.packed import PackedEncoder, pack_rows
+
+    enc = PackedEncoder(model)
+    batch = make_objective(model, tok, train)._batch
+    rows = [0, 3, 4, len(train) - 1]
+    fw = pack_rows([batch.seqs[r] for r in rows], [0] * 4, rows, batch.mask_pos_np[rows], batch.labels_np[rows],
+                   n_prompt=0, padding_idx=enc.padding_idx, max_len=enc.max_len, device="cpu")
+    assert int(fw.cu[-1]) == fw.tokens == int(batch.lengths[rows].sum()) and fw.max_len == batch.lengths[rows].max()
+    with torch.inference_mode():
+        packed = enc(fw)
+        for k, r in enumerate(rows):
+            L = int(batch.lengths[r])
+            ref = model.base_model(input_ids=batch.ids[r: r + 1, :L])[0][0]
+            torch.testing.assert_close(packed[int(fw.cu[k]): int(fw.cu[k]) + L], ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="rows must be 1..512 tokens"):
+        pack_rows([np.zeros(513, dtype=np.int64)], [0], [0], [60], [0], n_prompt=0, padding_idx=1, max_len=512,
+                  device="cpu")
+
+
+def test_packed_encoder_refuses_other_architectures(model):
+    from replication.prompt.packed import PackedEncoder
+
+    other = tiny_model(initializer_range=0.3)
+    other.config.hidden_act = "relu"
+    with pytest.raises(ValueError, match="hidden_act"):
+        PackedEncoder(other)
+    with pytest.raises(ValueError, match="compile=True needs packed=True"):
+        PromptObjective(model, tiny_tokenizer(), [[0] + [1000] * 0 + [4, 2]], [0], [5, 6], None, compile=True)

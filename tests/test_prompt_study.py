@@ -353,7 +353,7 @@ def test_fp32_weights_are_the_default_and_bf16_close_to_them(study_params):
     config = next(c for c in study.configs(p) if c.method == "ingo")
     assert config.problem["weights"] == "fp32"
     assert {k: config.problem[k] for k in ("attention", "bucketing", "compile")} == \
-        {"attention": "sdpa", "bucketing": True, "compile": False}
+        {"attention": "varlen", "bucketing": True, "compile": True}
     bf16 = RunConfig.from_dict({**config.to_dict(), "problem": {**config.problem, "weights": "bf16"}})
     assert bf16.hash != config.hash
     Z = np.random.default_rng(0).standard_normal((3, 8)) * 3
@@ -362,11 +362,11 @@ def test_fp32_weights_are_the_default_and_bf16_close_to_them(study_params):
     assert ref.prompt_objective.model.dtype == torch.float32
     low = study.make_problem(bf16)
     obj = low.prompt_objective
-    assert obj.model.dtype == torch.bfloat16 and obj.autocast is False and obj.bucketing
+    assert obj.model.dtype == torch.bfloat16 and obj.autocast is False and obj.packed
     assert low.objective(Z) == pytest.approx(ref_loss, rel=5e-2)       # bf16 keeps ~3 significant digits
     with pytest.raises(ValueError, match=r"prompt.weights must be one of \('fp32', 'bf16'\)"):
         study.configs(with_profile("gpu", weights="fp16"))
-    with pytest.raises(ValueError, match=r"prompt.attention must be one of \('sdpa', 'eager'\)"):
+    with pytest.raises(ValueError, match=r"prompt.attention must be one of \('sdpa', 'eager', 'varlen'\)"):
         study.configs(with_profile("gpu", attention="flash"))
     with pytest.raises(ValueError, match="prompt.bucketing must be true or false"):
         study.configs(with_profile("gpu", bucketing="yes"))
@@ -386,6 +386,15 @@ def test_execution_options_reach_the_objective_and_old_configs_run_as_before(stu
     assert obj.model.config._attn_implementation == "sdpa" and not obj.bucketing
     Z = np.random.default_rng(1).standard_normal((4, 8)) * 3
     np.testing.assert_allclose(study.make_problem(eager).objective(Z), obj.losses(Z), rtol=1e-5)
+    # varlen: packed rows through the packed encoder (compiled when compile is set), the same losses
+    for compiled in (False, True):
+        varlen = RunConfig.from_dict({**config.to_dict(), "problem": {**config.problem, "attention": "varlen",
+                                                                       "weights": "fp32", "compile": compiled}})
+        assert (varlen.hash == config.hash) is compiled        # the default: varlen, compiled, fp32
+        packed = study.make_problem(varlen).prompt_objective
+        assert packed.packed and packed._compile_packed is compiled
+        assert packed.model.config._attn_implementation == "sdpa"
+        np.testing.assert_allclose(packed.losses(Z), obj.losses(Z), rtol=1e-5)
 
 
 def test_cuda_device_without_a_gpu_is_a_clear_error(study_params, tmp_path, capsys):

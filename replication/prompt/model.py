@@ -16,10 +16,10 @@ import torch
 
 from replication.errors import ResourceUnavailable
 
-from .options import ATTENTIONS
+from .options import MODEL_ATTENTIONS
 
 __all__ = ["BackboneUnavailable", "load_backbone", "random_backbone", "roberta_large_config", "set_attention",
-           "compile_encoder", "ATTENTIONS"]
+           "compile_encoder", "MODEL_ATTENTIONS"]
 
 
 class BackboneUnavailable(ResourceUnavailable, RuntimeError):
@@ -72,8 +72,8 @@ def set_attention(model, implementation: str | None):
     """Switch ``model`` to the attention ``implementation`` (``"sdpa"`` or ``"eager"``); None: leave it."""
     if implementation is None:
         return model
-    if implementation not in ATTENTIONS:
-        raise ValueError(f"attention must be one of {ATTENTIONS}, got {implementation!r}")
+    if implementation not in MODEL_ATTENTIONS:
+        raise ValueError(f"attention must be one of {MODEL_ATTENTIONS}, got {implementation!r}")
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation(implementation)
     else:  # pragma: no cover - transformers < 4.48
@@ -114,7 +114,7 @@ def load_backbone(name_or_path: str, *, device="cpu", dtype=None, cache_dir: str
         Weight dtype; default: as stored (fp32 for roberta-large). With fp32 weights the objective
         applies bf16 autocast on CUDA itself; bf16 weights compute in bf16.
     attn_implementation : str, optional
-        ``"sdpa"`` or ``"eager"`` (:data:`ATTENTIONS`); default: transformers' default (sdpa).
+        ``"sdpa"`` or ``"eager"`` (:data:`MODEL_ATTENTIONS`); default: transformers' default (sdpa).
     cache_dir : str, optional
         Default: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else the library default.
     local_files_only : bool, optional

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .packed import PackedEncoder, PackedForward, pack_rows
 from .soft_prompt import N_PROMPT_TOKENS, PromptInjector, PromptProjection, embedding_module
 
 __all__ = ["EncodedSplit", "PromptObjective", "encode_ids", "encode_template", "encode_texts",
@@ -378,6 +379,7 @@ class _Batch:
         self.mask_pos = torch.as_tensor(self.mask_pos_np, device=device)
         self.labels_np = split.labels[order]
         self.labels = torch.as_tensor(self.labels_np, device=device)
+        self.seqs = [np.asarray(split.input_ids[j]) for j in order]   # host copies, for packed layouts
         self.n = n
         self.plans: dict = {}
 
@@ -412,6 +414,14 @@ class PromptObjective:
     bucket_tokens : see ``bucketing``; default 4096 (a single example of a population of 100
         forms a bucket of its own; one candidate's whole training set shares a forward).
     bucket_pad : see ``bucketing``; default 0 (no padding beyond what ``bucket_tokens`` forces).
+    packed : False (default): the padded layouts above, through the model's own forward. True:
+        rows are packed without any padding, up to ``chunk_tokens`` real tokens per forward
+        (near-equal forwards of whole rows), and run through
+        :class:`~replication.prompt.packed.PackedEncoder` (RoBERTa's layers on the model's
+        weights, variable-length flash attention on CUDA); ``bucketing`` is then unused.
+    compile : with ``packed``: ``torch.compile`` the packed encoder's per-layer work (once per
+        process, symbolic token count). Without ``packed`` compile the model itself
+        (:func:`~replication.prompt.model.compile_encoder`).
     example_block : layout with ``bucketing=False``: rows are ordered by blocks of this many
         length-sorted examples, then by candidate, then by example, and cut into consecutive
         chunks of ``chunk_rows``, each padded to its longest row and always given the attention
@@ -435,7 +445,7 @@ class PromptObjective:
                  *, metric: str = "accuracy", max_length: int = 512, chunk_rows: int | None = None,
                  chunk_tokens: int | None = None, bucketing: bool = True, bucket_tokens: int = DEFAULT_BUCKET_TOKENS,
                  bucket_pad: float = 0.0, example_block: int | None = DEFAULT_EXAMPLE_BLOCK, placeholder_ids=None,
-                 autocast: bool | None = None):
+                 autocast: bool | None = None, packed: bool = False, compile: bool = False):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
         self.model = model.eval()
@@ -483,6 +493,12 @@ class PromptObjective:
             raise TypeError(f"{type(model).__name__} has no lm_head; a RoBERTa-style masked LM is required")
         self._head32 = self._label_head_weights(self._head, self.label_ids)
         self._injector = PromptInjector(embedding_module(model), offset=1)
+        self.packed = bool(packed)
+        self._compile_packed = bool(compile) and self.packed
+        if compile and not self.packed:
+            raise ValueError("compile=True needs packed=True here; compile a padded model with "
+                             "replication.prompt.model.compile_encoder")
+        self._packed = PackedEncoder(model, compile=self._compile_packed) if self.packed else None
         self._split_batches: dict[int, tuple[EncodedSplit, _Batch]] = {}
         self.n_calls = 0
         self.n_evaluations = 0
@@ -524,6 +540,9 @@ class PromptObjective:
         With bucketing: bucket by bucket (:func:`length_buckets`), candidate-major within each.
         Without: blocks of ``example_block`` length-sorted examples; within a block, candidate-major.
         """
+        if self.packed:
+            fws = self._plan(self._batch, n, "packed")
+            return np.concatenate([f.cand.cpu().numpy() for f in fws]), np.concatenate([f.ex for f in fws])
         if self.bucketing:
             fws = self._plan(self._batch, n, "bucket")
             return (np.concatenate([np.repeat(np.arange(f.c0, f.c1), f.rows // (f.c1 - f.c0)) for f in fws]),
@@ -583,6 +602,8 @@ class PromptObjective:
             for r0 in range(0, len(ex), self.chunk_rows):
                 fws.append(self._forward_of(batch, ex[r0: r0 + self.chunk_rows], cand=cand[r0: r0 + self.chunk_rows],
                                             mask=True))
+        elif kind == "packed":
+            fws = self._packed_plan(batch, n)
         elif kind == "loop":
             ex = np.arange(batch.n)
             for r0 in range(0, batch.n, self.chunk_rows):
@@ -594,18 +615,47 @@ class PromptObjective:
         batch.plans[key] = fws
         return fws
 
+    def _packed_plan(self, batch: _Batch, n: int) -> list[PackedForward]:
+        """Rows (candidate-major) packed into near-equal forwards of about ``chunk_tokens`` tokens (whole rows)."""
+        cand = np.repeat(np.arange(n), batch.n)
+        ex = np.tile(np.arange(batch.n), n)
+        lengths = batch.lengths[ex]
+        ends = np.cumsum(lengths)
+        parts = max(1, -(-int(ends[-1]) // self.chunk_tokens))
+        # cut after the row whose end is nearest below each k/parts of the tokens (whole rows)
+        cuts = np.unique(np.r_[0, np.searchsorted(ends, ends[-1] * np.arange(1, parts) / parts, side="right"),
+                               ex.size])
+        spans = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+        enc = self._packed
+        return [pack_rows([batch.seqs[e] for e in ex[a:b]], cand[a:b], ex[a:b], batch.mask_pos_np[ex[a:b]],
+                          batch.labels_np[ex[a:b]], n_prompt=self.n_prompt_tokens, padding_idx=enc.padding_idx,
+                          max_len=enc.max_len, device=self.device) for a, b in spans]
+
     def _plan_kind(self) -> str:
-        return "bucket" if self.bucketing else "block"
+        return "packed" if self.packed else "bucket" if self.bucketing else "block"
 
     def forward_shapes(self, n: int, *, loop: bool = False) -> list[tuple[int, int]]:
-        """(rows, padded length) of every forward pass that ``losses`` (or ``loss_loop``) makes for n candidates."""
+        """(rows, padded length) of every forward pass that ``losses`` (or ``loss_loop``) makes for n candidates.
+
+        Packed forwards have no common length: each of their rows is listed as a forward of one
+        row of its length, which gives the same token and attention counts.
+        """
         if loop:
             return [(f.rows, f.length) for f in self._plan(self._batch, 1, "loop")] * n
-        return [(f.rows, f.length) for f in self._plan(self._batch, n, self._plan_kind())]
+        fws = self._plan(self._batch, n, self._plan_kind())
+        if self.packed:
+            return [(1, int(length)) for f in fws for length in f.lengths]
+        return [(f.rows, f.length) for f in fws]
+
+    def n_forwards(self, n: int) -> int:
+        """Forward passes that ``losses`` makes for n candidates."""
+        return len(self._plan(self._batch, n, self._plan_kind()))
 
     def padding_fraction(self, n: int, *, loop: bool = False) -> float:
         """Share of padding among the tokens processed by ``losses`` (``loss_loop``) for n candidates."""
         fws = self._plan(self._batch, 1, "loop") if loop else self._plan(self._batch, n, self._plan_kind())
+        if self.packed and not loop:
+            return 0.0
         return padding_fraction([f.lengths for f in fws])
 
     # -- forward passes -----------------------------------------------------------------------
@@ -647,8 +697,11 @@ class PromptObjective:
         stack.enter_context(self._injector)
         return stack
 
-    def _label_logits(self, fw: _Forward, prompts: torch.Tensor | None) -> torch.Tensor:
+    def _label_logits(self, fw: _Forward | PackedForward, prompts: torch.Tensor | None) -> torch.Tensor:
         """Label-word logits (rows, K) float32 of one forward. Must run inside :meth:`_context`."""
+        if isinstance(fw, PackedForward):
+            add = None if prompts is None else prompts.index_select(0, fw.cand).reshape(-1, prompts.shape[-1])
+            return self._label_head(self._packed(fw, add).index_select(0, fw.mask_rows))
         if prompts is None:
             self._injector.clear()
         elif fw.cand is not None:
@@ -736,7 +789,7 @@ class PromptObjective:
             prompts, n = self._prompts(z)
             if n != 1:
                 raise ValueError("split_logits/predict/evaluate take one candidate z of shape (d,)")
-        fws = self._plan(batch, 1, "bucket" if self.bucketing else "loop")
+        fws = self._plan(batch, 1, "packed" if self.packed else "bucket" if self.bucketing else "loop")
         with self._context():
             chunks = [self._label_logits(fw, prompts) for fw in fws]
         key = ("split-order", len(fws))

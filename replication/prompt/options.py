@@ -3,6 +3,10 @@ study and the model loader all import them from here)."""
 
 SELECTIONS = ("best_dev", "final")   # prompt.selection: which prompt's test score the tables report
 WEIGHTS = ("fp32", "bf16")           # prompt.weights: fp32 (+ bf16 autocast on CUDA) or all bf16
-# prompt.attention: PyTorch scaled_dot_product_attention (transformers' default for RoBERTa; flash /
-# memory-efficient kernels on CUDA) or the plain matmul-softmax implementation
-ATTENTIONS = ("sdpa", "eager")
+# attention implementations of the transformers model: PyTorch scaled_dot_product_attention
+# (transformers' default for RoBERTa; flash / memory-efficient kernels on CUDA) or the plain
+# matmul-softmax implementation
+MODEL_ATTENTIONS = ("sdpa", "eager")
+# prompt.attention: one of those, or `varlen`: rows packed without padding through our RoBERTa
+# encoder loop (replication/prompt/packed.py), variable-length flash attention on CUDA
+ATTENTIONS = (*MODEL_ATTENTIONS, "varlen")

@@ -1,7 +1,7 @@
 """The schema of ``params.yaml``'s ``prompt`` section (see :mod:`replication.params`).
 
 One field per key: a new key of the section needs a field in :class:`PromptParams` (unknown keys
-are refused), e.g. ``compile: Flag = False`` or ``attention: one_of(*ATTENTIONS) = "sdpa"`` (a
+are refused), e.g. ``compile: Flag = True`` or ``attention: one_of(*ATTENTIONS) = "varlen"`` (a
 default keeps older files valid; keep it equal to the study's default).
 """
 from __future__ import annotations
@@ -50,9 +50,9 @@ class PromptParams(StudySection):
     backbone: Text                 # a hub name or a local directory
     device: Text                   # cuda, cuda:1, cpu, ...
     weights: one_of(*WEIGHTS)
-    attention: one_of(*ATTENTIONS) = "sdpa"
+    attention: one_of(*ATTENTIONS) = "varlen"
     bucketing: Flag = True
-    compile: Flag = False
+    compile: Flag = True
     k_shot: PosInt
     max_length: PosInt
     placeholder_offset: NonNegInt

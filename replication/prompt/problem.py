@@ -115,12 +115,13 @@ class PromptProblem:
     @classmethod
     def build(cls, model, tokenizer, task, encoded: dict, *, dim: int | None, projection_seed: int = 0,
               max_length: int = 512, sigma_e: float | None = None, autocast: bool | None = None,
-              bucketing: bool = True, info=None) -> PromptProblem:
+              bucketing: bool = True, packed: bool = False, compile: bool = False, info=None) -> PromptProblem:
         """The problem of a task from its encoded splits (:func:`encode_task`).
 
         ``dim`` None builds the zero-shot problem (the splits must be encoded without prompt
         slots); otherwise the projection A (d = ``dim``, entries N(0, sigma_e^2 / d)) is drawn
-        with ``projection_seed`` on the model's device. ``autocast``, ``bucketing``: see :class:`PromptObjective`.
+        with ``projection_seed`` on the model's device. ``autocast``, ``bucketing``, ``packed``,
+        ``compile``: see :class:`PromptObjective`.
         """
         from .soft_prompt import PromptProjection
         from .tasks import get_task
@@ -133,7 +134,7 @@ class PromptProblem:
                                                                            sigma_e=sigma_e)
         objective = PromptObjective(model, tokenizer, encoded["train"], None, list(task.label_words), projection,
                                     metric=task.metric, max_length=max_length, autocast=autocast,
-                                    bucketing=bucketing)
+                                    bucketing=bucketing, packed=packed, compile=compile)
         info = {**dict(info or {}), "task": task.name, "metric": task.metric,
                 **{f"n_{s}": len(e) for s, e in encoded.items()},
                 **{f"dropped_{s}": e.n_dropped for s, e in encoded.items()}}

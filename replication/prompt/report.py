@@ -288,9 +288,10 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     md += ["## Setup", "",
            f"Backbone `{p['backbone']}` on `{p['device']}`, "
            + ("fp32 weights with bf16 autocast on CUDA" if p["weights"] == "fp32" else "weights and compute in bf16")
-           + f", {p.get('attention', 'sdpa')} attention"
-           + (", length-bucketed batches" if p.get("bucketing", True) else "")
-           + (", compiled encoder" if p.get("compile", False) else "") + ". "
+           + (", rows packed without padding (variable-length attention)"
+              if p.get("attention", "varlen") == "varlen" else
+              f", {p['attention']} attention" + (", length-bucketed batches" if p.get("bucketing", True) else ""))
+           + (", compiled encoder" if p.get("compile", True) else "") + ". "
            + "BBT's setup: 50 soft-prompt "
            "tokens added to the embedding output at positions 1..50, p = A z with A ~ N(0, sigma_e^2 / d), "
            f"templates and label words of BBT, k = {p['k_shot']} examples per class for train and for dev, "

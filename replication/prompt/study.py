@@ -16,11 +16,14 @@ config; the selection rules only in the report): which prompt is reported (``sel
 ``best_dev``, the mean with the best dev metric over the run, or ``final``, the last mean; both
 are recorded), how the grid is searched (the configuration with
 the best mean dev metric over seeds, under the same selection rule), the seeds, the device and
-how the objective is computed: ``weights`` (``bf16``, the default: weights and compute in bf16;
-``fp32``: fp32 weights, bf16 autocast on CUDA), ``attention`` (``sdpa``, the default, or
-``eager``), ``bucketing`` (length buckets, on by default; see
+how the objective is computed: ``weights`` (``fp32``, the default: fp32 weights, bf16 autocast
+on CUDA; ``bf16``: weights and compute in bf16), ``attention`` (``varlen``, the default: rows
+packed without padding through :class:`~replication.prompt.packed.PackedEncoder`,
+variable-length flash attention on CUDA, ``bucketing`` unused and ``compile`` compiling the packed
+encoder's layers; or the model's own ``sdpa`` or ``eager``), ``bucketing`` (length buckets for
+``sdpa``/``eager``, on by default; see
 :class:`~replication.prompt.objective.PromptObjective`) and ``compile`` (``torch.compile`` of the
-encoder, once per process; off by default). All four are part of every run's config (a change
+encoder, once per process; on by default). All four are part of every run's config (a change
 is a different run); configs written before they existed (no ``attention``/``bucketing``/
 ``compile`` key) run as they did then: transformers' default attention, no bucketing, no compile.
 
@@ -59,7 +62,7 @@ def _profile(params: dict) -> tuple[str, dict]:
         raise ValueError(f"prompt.selection must be one of {SELECTIONS} (got {p['selection']!r})")
     if p["weights"] not in WEIGHTS:
         raise ValueError(f"prompt.weights must be one of {WEIGHTS} (got {p['weights']!r})")
-    if p.get("attention", "sdpa") not in ATTENTIONS:
+    if p.get("attention", "varlen") not in ATTENTIONS:
         raise ValueError(f"prompt.attention must be one of {ATTENTIONS} (got {p['attention']!r})")
     for key in ("bucketing", "compile"):
         if not isinstance(p.get(key, False), bool):
@@ -73,8 +76,8 @@ def _profile(params: dict) -> tuple[str, dict]:
 
 def _problem(p: dict, task: str, dim: int) -> dict:
     return {"name": task, "dim": int(dim), "backbone": p["backbone"], "device": p["device"], "weights": p["weights"],
-            "attention": p.get("attention", "sdpa"), "bucketing": bool(p.get("bucketing", True)),
-            "compile": bool(p.get("compile", False)),
+            "attention": p.get("attention", "varlen"), "bucketing": bool(p.get("bucketing", True)),
+            "compile": bool(p.get("compile", True)),
             "k_shot": int(p["k_shot"]), "max_length": int(p["max_length"]),
             "placeholder_offset": int(p["placeholder_offset"])}
 
@@ -111,7 +114,11 @@ def configs(params: dict) -> list[RunConfig]:
 
 @functools.lru_cache(maxsize=1)
 def _backbone(name: str, device: str, weights: str, attention: str | None = None, compile: bool = False):
-    """(model, tokenizer, sigma_e), loaded once per process; ``compile``: the encoder is compiled once here."""
+    """(model, tokenizer, sigma_e), loaded once per process; ``compile``: the encoder is compiled once here.
+
+    ``attention: varlen`` loads the model with SDPA (its own forward is not used then: the
+    objective runs the packed encoder, and compiles that when ``compile`` is set).
+    """
     import torch
 
     from .model import compile_encoder, load_backbone
@@ -122,9 +129,9 @@ def _backbone(name: str, device: str, weights: str, attention: str | None = None
                                   f"{torch.__version__}); run on a GPU machine, or set prompt.device: cpu "
                                   "(fp32, far slower at RoBERTa-large's size)")
     model, tokenizer = load_backbone(name, device=device, dtype=torch.bfloat16 if weights == "bf16" else None,
-                                     attn_implementation=attention)
+                                     attn_implementation="sdpa" if attention == "varlen" else attention)
     sigma_e = embedding_std(model.get_input_embeddings().weight)
-    if compile:
+    if compile and attention != "varlen":
         compile_encoder(model)
     return model, tokenizer, sigma_e
 
@@ -185,6 +192,8 @@ def make_problem(config: RunConfig):
     return PromptProblem.build(model, tokenizer, pr["name"], encoded, dim=pr["dim"] if prompted else None,
                                projection_seed=projection_seed(config), max_length=pr["max_length"], sigma_e=sigma_e,
                                autocast=autocast, bucketing=bool(pr.get("bucketing", False)),
+                               packed=pr.get("attention") == "varlen",
+                               compile=pr.get("attention") == "varlen" and bool(pr.get("compile", False)),
                                info={"backbone": pr["backbone"], "device": pr["device"], "seed": config.seed})
 
 
@@ -213,7 +222,7 @@ def prepare(params: dict) -> list[str]:
             prepared.append({"task": task, "seed": int(seed), "sizes": found["sizes"]})
             lines.append(f"{task} seed {seed}: {found['sizes']} ({state})")
     if prof["tasks"]:
-        _backbone(p["backbone"], p["device"], p["weights"], p.get("attention", "sdpa"), bool(p.get("compile", False)))
+        _backbone(p["backbone"], p["device"], p["weights"], p.get("attention", "varlen"), bool(p.get("compile", True)))
         lines.append(f"backbone {p['backbone']!r} loads on {p['device']}")
     else:
         lines.append(f"profile {name!r} runs no prompt task: nothing to prepare")
