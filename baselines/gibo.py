@@ -130,8 +130,9 @@ Deviations from the reference code:
   0.1627, 0.1604, with ask times of 3.2-6.7 s, 3.2-4.7 s and 0.5-1.0 s per iteration (iterations
   1-3).
 
-Cost per iteration, seconds (ask + tell; ``python benchmarks/gibo_cost.py --fit --threads 1``,
-N = 100 evaluations per iteration, defaults above, the ellipsoid as objective; 2-core x86-64
+Cost per iteration, seconds (ask + tell of real iterations; the former ``benchmarks/gibo_cost.py
+--fit --threads 1``, since merged into ``benchmarks/bo_cost.py``, which times one iteration from a
+built state; N = 100 evaluations per iteration, defaults above, the ellipsoid as objective; 2-core x86-64
 shared with other jobs, 1 torch thread; the first columns at load average 5-10, the last one
 with ``--checkpoints 3 4 5`` at load 3):
 

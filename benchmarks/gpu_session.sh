@@ -14,8 +14,10 @@
 #               GPU idle share of the study loop for baseline and varlen-fp32-compile -> bench.json
 #   study_old   prompt_study_check.py --earlier (fp32, no bucketing)       -> study_earlier.json
 #   study_new   prompt_study_check.py --attention varlen --compile (fp32)  -> study_new.json
-#   bo_turbo    bo_cost.py --method turbo --device cuda (d 200 500 1000, k 10 50 100) -> bo_turbo.out
-#   bo_gibo     gibo_cost.py --device cuda (d 200 500 1000, iterations 3 and 6)      -> bo_gibo.out
+#   bo          bo_cost.py --quick-gpu: TuRBO-1 and GIBO on CUDA at d 200 500 1000, k 10 50 100, and
+#               the projection of their part of the gpu profile              -> bo_cost.json
+#               (the measurements in README were taken with the two earlier scripts it replaces,
+#               bo_cost.py --method turbo and gibo_cost.py, iterations 3 and 6)
 #   study_bf16  prompt_study_check.py --attention varlen --compile --weights bf16 -> study_bf16.json
 # Everything goes under $OUT: <part>.json, <part>.out (stdout+stderr), session.log, summary.txt.
 # Run it through the device tool with carry [".whl"] (cma, pydantic; see README, Benchmarks).
@@ -45,14 +47,13 @@ if [ "${GPU_SESSION_TINY:-0}" = "1" ]; then
   DEV=(--device cpu --model small)
   BENCH=(--n 8 --examples 8 --repeats 1 --threads 2 --profile-iters 1)
   STUDY=(--iterations 1)
-  BO_DEV=cpu BO_DIMS=(20) BO_K=(2) GIBO_CK=(1 2)
+  BO_DIMS=(20) BO_K=(2)
   L_BENCH=600 L_STUDY=900 L_STUDY_COMPILED=900 L_BO=300
   BUDGET=${GPU_SESSION_BUDGET_S:-3600}
 else
   DEV=(--device cuda --model roberta-large-shape)
   BENCH=(--n 100 --examples 32 --repeats 2 --profile-iters 3)
   STUDY=()
-  BO_DEV=cuda BO_DIMS=(200 500 1000) BO_K=(10 50 100) GIBO_CK=(3 6)
   L_BENCH=160 L_STUDY=75 L_STUDY_COMPILED=110 L_BO=90   # compiled: + its one-off compilation
 fi
 
@@ -83,9 +84,12 @@ part study_old "$L_STUDY" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${ST
   --json "$OUT/study_earlier.json"
 part study_new "$L_STUDY_COMPILED" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --attention varlen \
   --compile --no-report --json "$OUT/study_new.json"
-part bo_turbo "$L_BO" $PY benchmarks/bo_cost.py --method turbo --device "$BO_DEV" --dims "${BO_DIMS[@]}" \
-  --iterations "${BO_K[@]}"
-part bo_gibo "$L_BO" $PY benchmarks/gibo_cost.py --device "$BO_DEV" --dims "${BO_DIMS[@]}" --checkpoints "${GIBO_CK[@]}"
+if [ "${GPU_SESSION_TINY:-0}" = "1" ]; then
+  part bo "$L_BO" $PY benchmarks/bo_cost.py --device cpu --dims "${BO_DIMS[@]}" --iterations "${BO_K[@]}" \
+    --json "$OUT/bo_cost.json"
+else
+  part bo "$L_BO" $PY benchmarks/bo_cost.py --quick-gpu --json "$OUT/bo_cost.json"
+fi
 part study_bf16 "$L_STUDY_COMPILED" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --attention varlen \
   --compile --weights bf16 --no-report --json "$OUT/study_bf16.json"
 

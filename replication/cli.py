@@ -243,7 +243,14 @@ def make_logger(args, params: dict, later: str | None = None) -> SafeLogger | No
 
 def cmd_run(args) -> int:
     params, configs = select(args)
-    Path(args.runs_dir, args.study).mkdir(parents=True, exist_ok=True)  # a pipeline output even when empty
+    # a pipeline output even when empty: runs/<study>, or runs/<study>/<setting>/<method> of a one-setting,
+    # one-method selection (a synthetic stage whose method the active profile does not run there)
+    out = Path(args.runs_dir, args.study)
+    if len(args.setting or ()) == 1:
+        out /= args.setting[0]
+        if len(args.method or ()) == 1:
+            out /= args.method[0]
+    out.mkdir(parents=True, exist_ok=True)
     if not configs:
         if args.allow_empty:
             print(f"profile {params[args.study]['profile']!r} of study {args.study!r} has no run matching the "

@@ -45,6 +45,34 @@ def test_run_list_report_cycle(tmp_path, params, capsys):
     assert (out_dir / "figures" / "synthetic_d10_N6_evals.png").exists()
 
 
+def test_extra_methods_run_their_own_budget_and_the_report_shows_them_where_they_ran(tmp_path, capsys):
+    p = tiny_params(functions=("ellipsoid",))
+    s = p["synthetic"]
+    s["settings"]["d8_N4"] = {"dim": 8, "popsize": 4}
+    for profile in s["profiles"].values():
+        profile["iterations"]["d8_N4"] = 20
+    s["extra_methods"] = {"ingo_rank": {"optimizer": "ingo", "shaping": "rank"}}
+    s["profiles"]["tiny"]["extra_methods"] = {"ingo_rank": {"d10_N6": 5}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p))
+    runs = tmp_path / "runs"
+    common = ["--params", str(path), "--runs-dir", str(runs)]
+    # the pipeline's stage of the extra method at a setting where the profile does not run it
+    assert main(["run", "synthetic", *common, "--setting", "d8_N4", "--method", "ingo_rank", "--allow-empty",
+                 "--no-track", "--quiet"]) == 0
+    assert (runs / "synthetic" / "d8_N4" / "ingo_rank").is_dir() and "nothing to do" in capsys.readouterr().out
+    assert main(["run", "synthetic", *common, "--no-track", "--quiet"]) == 0
+    assert "10 runs finished" in capsys.readouterr().out       # 2 settings x (sabo, ingo) x 2 seeds + 2 extra
+    out = tmp_path / "results"
+    assert main(["report", "synthetic", *common, "--out", str(out), "--no-track"]) == 0
+    md = (out / "synthetic.md").read_text()
+    assert "ingo_rank {optimizer: ingo, shaping: rank} at d10_N6 (T = 5)" in md and "**Deviation:**" in md
+    tables = {sec.split("\n", 1)[0]: sec for sec in md.split("\n### ")[1:]}
+    assert "| ingo_rank (T = 5) |" in tables["d10_N6"]
+    assert "ingo_rank" not in tables["d8_N4"].split("## SABO covariance")[0]   # no "not run" column where it never runs
+    assert "| E_0 | INGO | SABO |" in tables["d8_N4"]
+
+
 def test_run_one_refuses_an_ambiguous_selection(tmp_path, params, capsys):
     assert main(["run-one", "synthetic", "--params", params, "--runs-dir", str(tmp_path), "--method", "sabo",
                  "--no-track"]) == 1

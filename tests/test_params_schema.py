@@ -129,12 +129,16 @@ BAD_SYNTHETIC = [
      ["synthetic.settings: key 'xxx", f"longer than {MAX_NAME_LENGTH} characters"]),
     ("an integer key", lambda s: s["settings"].update({200: {"dim": 2, "popsize": 4}}),
      ["synthetic.settings: key 200 is not a valid name"]),
-    ("an extra method nobody defined", lambda s: s["profiles"]["tiny"].update(extra_methods={"turbo": ["d10_N6"]}),
+    ("an extra method nobody defined", lambda s: s["profiles"]["tiny"].update(extra_methods={"turbo": {"d10_N6": 5}}),
      ["synthetic.profiles.tiny.extra_methods.turbo = 'turbo'", "not defined under synthetic.extra_methods"]),
     ("an extra method at a setting the profile lacks",
      lambda s: (s.update(extra_methods={"ingo_rank": {"optimizer": "ingo", "shaping": "rank"}}),
-                s["profiles"]["tiny"].update(extra_methods={"ingo_rank": ["d99_N6"]})),
-     ["synthetic.profiles.tiny.extra_methods.ingo_rank[0] = 'd99_N6'", "profile 'tiny'"]),
+                s["profiles"]["tiny"].update(extra_methods={"ingo_rank": {"d99_N6": 5}})),
+     ["synthetic.profiles.tiny.extra_methods.ingo_rank.d99_N6 = 5", "'d99_N6', which is not a setting of profile"]),
+    ("an extra method's budget of 0 iterations",
+     lambda s: (s.update(extra_methods={"ingo_rank": {"optimizer": "ingo", "shaping": "rank"}}),
+                s["profiles"]["tiny"].update(extra_methods={"ingo_rank": {"d10_N6": 0}})),
+     ["synthetic.profiles.tiny.extra_methods.ingo_rank", "must be an integer >= 1"]),
     ("an extra method that is also a paper method", lambda s: s.update(extra_methods={"ingo": {"lr": 0.5}}),
      ["synthetic.extra_methods = ['ingo']", "already under synthetic.methods"]),
 ]
@@ -145,7 +149,7 @@ def test_extra_methods_run_only_in_the_profiles_and_settings_that_name_them():
 
     def with_extra(p):
         p.update(extra_methods={"ingo_rank": {"optimizer": "ingo", "shaping": "rank"}})
-        p["profiles"]["tiny"]["extra_methods"] = {"ingo_rank": [next(iter(p["profiles"]["tiny"]["iterations"]))]}
+        p["profiles"]["tiny"]["extra_methods"] = {"ingo_rank": dict(p["profiles"]["tiny"]["iterations"])}
     params = tiny(with_extra)
     validate_params(params, studies=["synthetic"])
     tiny_profile = params["synthetic"]["profiles"]["tiny"]
@@ -154,6 +158,13 @@ def test_extra_methods_run_only_in_the_profiles_and_settings_that_name_them():
     assert runs and {c.setting for c in runs} == {setting} and all(c.params["shaping"] == "rank" for c in runs)
     params["synthetic"]["profile"] = "full"
     assert not [c for c in configs(params) if c.method == "ingo_rank"]
+    # a budget of its own: T = 2 for the extra method, the setting's T for the others
+    params["synthetic"]["profile"] = "tiny"
+    tiny_profile["extra_methods"] = {"ingo_rank": {setting: 2}}
+    validate_params(params, studies=["synthetic"])
+    budgets = {(c.method, c.setting): c.budget["max_iter"] for c in configs(params) if c.setting == setting}
+    assert budgets[("ingo_rank", setting)] == 2
+    assert {T for (m, _), T in budgets.items() if m != "ingo_rank"} == {tiny_profile["iterations"][setting]} != {2}
 
 
 @pytest.mark.parametrize("mutate,expected", [c[1:] for c in BAD_SYNTHETIC], ids=[c[0] for c in BAD_SYNTHETIC])

@@ -17,14 +17,28 @@ def load(name):
     return yaml.safe_load((ROOT / name).read_text())
 
 
-def test_synthetic_matrix_covers_every_setting_and_method():
+def body(stage: dict) -> dict:
+    """A stage's definition (a foreach stage's under ``do``)."""
+    return stage.get("do", stage)
+
+
+def test_synthetic_stages_cover_every_setting_method_and_extra_method():
+    """One stage per (setting, paper method), and per (setting, extra method) of any profile."""
     dvc, params = load("dvc.yaml"), load("params.yaml")["synthetic"]
-    matrix = dvc["stages"]["synthetic"]["matrix"]
-    assert sorted(matrix["setting"]) == sorted(params["settings"]) == sorted(params["profiles"]["full"]["iterations"])
-    assert sorted(matrix["method"]) == sorted(params["methods"])
-    stage_params = dvc["stages"]["synthetic"]["params"]
-    assert "synthetic.methods.${item.method}" in stage_params   # one method's change reruns only its stages
-    assert not any(p == "synthetic" or p == "synthetic.methods" for p in stage_params)
+    stage = dvc["stages"]["synthetic"]
+    assert sorted(params["settings"]) == sorted(params["profiles"]["full"]["iterations"])
+    expected = {f"{s}-{m}": {"setting": s, "method": m, "section": "methods"}
+                for s in params["settings"] for m in params["methods"]}
+    for profile in params["profiles"].values():
+        for method, where in (profile.get("extra_methods") or {}).items():
+            expected.update({f"{s}-{method}": {"setting": s, "method": method, "section": "extra_methods"}
+                             for s in where})
+    assert stage["foreach"] == expected
+    assert any(item["section"] == "extra_methods" for item in expected.values())  # the quick profile's BO runs
+    assert "--allow-empty" in stage["do"]["cmd"].split()  # an extra method outside its profile runs nothing
+    stage_params = stage["do"]["params"]
+    assert "synthetic.${item.section}.${item.method}" in stage_params   # one method's change reruns only its stages
+    assert not any(p in ("synthetic", "synthetic.methods", "synthetic.extra_methods") for p in stage_params)
 
 
 def test_report_outputs_every_figure_of_the_full_profile():
@@ -56,7 +70,7 @@ def test_report_stages_keep_the_old_report_while_they_run():
     could not see the report it would replace, and a quick-profile `dvc exp run` would silently
     overwrite the committed full report."""
     dvc = load("dvc.yaml")
-    reports = [name for name, stage in dvc["stages"].items() if " report " in f" {stage['cmd']} "]
+    reports = [name for name, stage in dvc["stages"].items() if " report " in f" {body(stage)['cmd']} "]
     assert sorted(reports) == ["image_report", "prompt_report", "synthetic_report"]
     for name in reports:
         for out in [*dvc["stages"][name]["outs"], *dvc["stages"][name]["metrics"]]:
@@ -72,7 +86,7 @@ CODE = ("sabo", "baselines", "replication/engine.py", "replication/config.py", "
 def report_stages(dvc) -> dict[str, str]:
     """report stage -> the study its command reports."""
     return {name: stage["cmd"].split()[2] for name, stage in dvc["stages"].items()
-            if stage["cmd"].startswith("sabo-bench report ")}
+            if body(stage)["cmd"].startswith("sabo-bench report ")}
 
 
 def test_run_stages_depend_on_their_code():
@@ -80,7 +94,7 @@ def test_run_stages_depend_on_their_code():
     until then only sabo/__init__.py (the version) was a dependency."""
     dvc = load("dvc.yaml")
     for name in RUN_STAGES:
-        deps = dvc["stages"][name]["deps"]
+        deps = body(dvc["stages"][name])["deps"]
         assert set(CODE) <= set(deps), name
         assert any(d.startswith(f"replication/{name}/") for d in deps), name
         assert all((ROOT / d).exists() for d in deps if not d.startswith(("runs/", "data/"))), name
@@ -162,7 +176,8 @@ def test_a_synthetic_parameter_change_touches_only_synthetic_stages_and_the_read
         argv = readme_exp_command((ROOT / "README.md").read_text())
         assert argv[:5] == ["dvc", "exp", "run", "-S", "synthetic.profile=quick"] and argv[5:]
         would_run = repo.reproduce(argv[5:], dry=True)
-        assert len(would_run) == 25 and {s.addressing.split("@")[0] for s in would_run} == {"synthetic"}
+        assert len(would_run) == 27 and {s.addressing.split("@")[0] for s in would_run} == {"synthetic"}
+        assert {"synthetic@d200_N100-turbo", "synthetic@d200_N100-gibo"} <= {s.addressing for s in would_run}
     finally:
         params.write_text(before)
 

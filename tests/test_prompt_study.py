@@ -397,6 +397,36 @@ def test_execution_options_reach_the_objective_and_old_configs_run_as_before(stu
         np.testing.assert_allclose(packed.losses(Z), obj.losses(Z), rtol=1e-5)
 
 
+def test_the_bo_baselines_compute_on_the_studys_device(study_params, tmp_path, monkeypatch):
+    """prompt.device reaches TuRBO-1's and GIBO's constructors (their GPs), through the config and the engine;
+    the other methods' parameters (so their config hashes and records) do not change."""
+    pytest.importorskip("botorch")
+    from replication import engine
+
+    _, p = study_params
+    p["prompt"]["profiles"]["tiny"].update(methods=["turbo", "gibo", "ingo"], seeds=[0], iterations=1)
+    p["prompt"]["methods"]["gibo"] = {"acq_maxiter": 0}  # cheap: the device is what this test follows
+    configs = [c for c in study.configs(p) if c.method != study.ZERO_SHOT]
+    assert {c.method: c.params.get("device") for c in configs} == {"turbo": "cpu", "gibo": "cpu", "ingo": None}
+    built, original = {}, baselines.make
+
+    def make(name, **kwargs):
+        opt = original(name, **kwargs)
+        built[name] = opt.state_dict()["config"].get("device")
+        return opt
+
+    monkeypatch.setattr(engine.baselines, "make", make)
+    for c in configs:
+        execute(c, tmp_path / "runs")
+    assert built == {"turbo": "cpu", "gibo": "cpu", "ingo": None}
+    # on CUDA (no GPU needed to build the configs): "cuda", the worker's pinned device, for both
+    p["prompt"]["device"] = "cuda"
+    assert {c.method: c.params.get("device") for c in study.configs(p) if c.method != study.ZERO_SHOT} == \
+        {"turbo": "cuda", "gibo": "cuda", "ingo": None}
+    ingo = next(c for c in configs if c.method == "ingo")
+    assert ingo.params == {"sigma0": 1.0, "popsize": 6, "lr": 0.5}
+
+
 def test_cuda_device_without_a_gpu_is_a_clear_error(study_params, tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

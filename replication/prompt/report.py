@@ -44,7 +44,7 @@ RULES = {"best_dev": ("best_dev_metric", "test_metric_best_dev"), "final": ("dev
 
 
 def _hp_label(params: dict) -> str:
-    hp = {k: v for k, v in params.items() if k not in ("sigma0", "popsize", "optimizer")}
+    hp = {k: v for k, v in params.items() if k not in ("sigma0", "popsize", "optimizer", "device")}
     return ", ".join(f"{k}={v}" for k, v in sorted(hp.items())) or "defaults"
 
 

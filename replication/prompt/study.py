@@ -27,6 +27,12 @@ encoder, once per process; on by default). All four are part of every run's conf
 is a different run); configs written before they existed (no ``attention``/``bucketing``/
 ``compile`` key) run as they did then: transformers' default attention, no bucketing, no compile.
 
+The optimizers that compute with torch (a constructor argument ``device``: TuRBO-1's and GIBO's
+Gaussian processes) run on ``prompt.device`` too (:func:`optimizer_device`): with ``cuda``, the
+worker's pinned GPU. The device is part of their parameters, so of the config: a record says
+where its optimizer computed. It splits no records: ``prompt.device`` is already in every config
+(``problem``), and the other methods' parameters do not change.
+
 Profiles: ``offline`` (the default: no run; a prompt run needs a GPU, roberta-large and the six
 data sets, none of which the offline CI machine has), ``gpu`` (the paper's study), ``smoke`` (a
 set-up check: one task, d = 200, one seed, a few iterations).
@@ -82,6 +88,23 @@ def _problem(p: dict, task: str, dim: int) -> dict:
             "placeholder_offset": int(p["placeholder_offset"])}
 
 
+def optimizer_device(p: dict, method: str) -> dict:
+    """``{"device": prompt.device}`` for a method whose optimizer takes a ``device`` argument, else ``{}``.
+
+    TuRBO-1 and GIBO fit their GPs on that device (float64 on both; their docstrings say why). On
+    CUDA the GPs share the run's GPU with the backbone; their memory is small beside it (GIBO: a
+    200-point window; TuRBO-1: at most 10^4 points, 0.8 GB for the kernel matrix in float64).
+    """
+    import inspect
+
+    import baselines
+
+    optimizer = (p["methods"][method] or {}).get("optimizer", method)
+    cls = baselines.REGISTRY.get(optimizer)
+    takes_device = cls is not None and "device" in inspect.signature(cls.__init__).parameters
+    return {"device": p["device"]} if takes_device else {}
+
+
 def configs(params: dict) -> list[RunConfig]:
     """Every run of the active profile: tasks x dims x methods x grid x seeds, plus one zero-shot run per task.
 
@@ -104,7 +127,8 @@ def configs(params: dict) -> list[RunConfig]:
                 continue
             for method in wanted_methods:
                 grid = p["methods"][method]
-                for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
+                for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"]),
+                                                **optimizer_device(p, method)):
                     for seed in prof["seeds"]:
                         out.append(RunConfig(study=STUDY, setting=setting, problem=_problem(p, task, dim),
                                              method=method, params=opt_params, seed=int(seed), budget=budget,

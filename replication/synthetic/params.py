@@ -29,8 +29,9 @@ Number = Annotated[FiniteFloat, rule("must be a finite number")]
 class SyntheticProfile(Section):
     seeds: Seeds
     iterations: dict[Name, PosInt]     # setting -> T
-    # methods of synthetic.extra_methods this profile also runs, each at the settings listed
-    extra_methods: dict[Name, NameList] = None
+    # methods of synthetic.extra_methods this profile also runs: method -> {setting: T}, each at the
+    # settings named, for its own T there (the quick profile's BO baselines run fewer iterations)
+    extra_methods: dict[Name, dict[Name, PosInt]] = None
 
 
 class SyntheticSetting(Section):
@@ -83,8 +84,11 @@ class SyntheticParams(StudySection):
             if method not in self.extra_methods:
                 yield where, method, (f"is not defined under synthetic.extra_methods "
                                       f"({', '.join(self.extra_methods) or 'none defined'})")
-            yield from references(where, settings, list(self.active.iterations),
-                                  f"a setting of profile {self.profile!r}'s iterations")
+            for setting, T in settings.items():
+                if setting not in self.active.iterations:
+                    known = ", ".join(self.active.iterations)
+                    yield where + (setting,), T, (f"is at {setting!r}, which is not a setting of profile "
+                                                  f"{self.profile!r}'s iterations ({known})")
         both = sorted(set(self.methods) & set(self.extra_methods))
         if both:
             yield ("extra_methods",), both, "names methods already under synthetic.methods"

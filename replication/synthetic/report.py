@@ -22,7 +22,7 @@ from replication.claims import (
 from replication.config import RunConfig
 from replication.engine import provenance_summary
 
-from .study import REPORT_NAME, configs, methods_at, profile_methods
+from .study import REPORT_NAME, configs, iterations_at, methods_at, profile_methods
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 FUNCTION_LABELS = {"ellipsoid": "Ellipsoid", "l12_ellipsoid": "l_1/2-Ellipsoid",
@@ -286,8 +286,11 @@ def _fmt(v: float) -> str:
     return "overflow" if not np.isfinite(v) else f"{v:.2e}"
 
 
-def error_table(groups, setting: str, functions: list[str], methods: list[str]) -> str:
-    head = "| function | E_0 | " + " | ".join(figures.method_label(m) for m in methods) + " |"
+def error_table(groups, setting: str, functions: list[str], methods: list[str], budgets: dict | None = None) -> str:
+    """``budgets``: method -> T for the methods that ran another T than the setting's (named in the header)."""
+    budgets = budgets or {}
+    head = "| function | E_0 | " + " | ".join(figures.method_label(m) + (f" (T = {budgets[m]})" if m in budgets else "")
+                                             for m in methods) + " |"
     lines = [head, "|---" * (len(methods) + 2) + "|"]
     for f in functions:
         row = [FUNCTION_LABELS.get(f, f)]
@@ -325,7 +328,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
             path = fig_dir / f"synthetic_{setting}{suffix}.png"
             shape = p["settings"][setting]
             title = f"Synthetic functions, d = {shape['dim']}, N = {shape['popsize']} ({profile} profile)"
-            written = plot_setting(groups, setting, title, functions, methods, x, path)
+            written = plot_setting(groups, setting, title, functions, list(methods_at(p, prof, setting)), x, path)
             files += written
         if tracker is not None:
             tracker.log_setting_artifacts("synthetic", setting, files[-4:])
@@ -355,6 +358,17 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     for s in settings:
         md.append(f"| {s} | {p['settings'][s]['dim']} | {p['settings'][s]['popsize']} | {prof['iterations'][s]} | "
                   f"{100.0 / np.sqrt(horizons[s] + 1):.3f} |")
+    extras = prof.get("extra_methods") or {}
+    if extras:
+        md += ["", "Methods outside the paper's synthetic study (the BO baselines of its prompt-tuning Table 2), "
+               "so that their behaviour is visible without a GPU: "
+               + "; ".join(f"{figures.method_label(m)} {figures.grid_text(p['extra_methods'][m])} at "
+                           + ", ".join(f"{s} (T = {iterations_at(prof, m, s)})" for s in where)
+                           for m, where in extras.items()) + ". "
+               "**Deviation:** where T differs from the setting's, the method runs a budget of its own: a Gaussian "
+               "process's cost per iteration grows with its data, so the setting's T would take hours on a CPU. "
+               "Their curves end early and their final errors are at their own T (named in the table headers); "
+               "compare them with the other methods at equal evaluations in the `_evals` figures."]
     md += ["", "## Claims of the paper", "",
            count_line(verdicts), "",
            render_markdown(verdicts), "",
@@ -373,7 +387,9 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
                f"{CLIP_ABOVE:g} E_0 (diverging curves leave the top of the panel).", "",
                f"Against function evaluations: "
                f"[figures/synthetic_{setting}_evals.png](figures/synthetic_{setting}_evals.png)",
-               "", error_table(groups, setting, functions, methods), ""]
+               "", error_table(groups, setting, functions, list(methods_at(p, prof, setting)),
+                               {m: T for m in methods_at(p, prof, setting)
+                                if (T := iterations_at(prof, m, setting)) != prof["iterations"][setting]}), ""]
     md += ["## SABO covariance safeguard", "",
            "Iterations (of T) in which the perturbation's precision ratio was clamped (median over seeds):", "",
            "| setting | " + " | ".join(FUNCTION_LABELS[f] for f in functions) + " |",

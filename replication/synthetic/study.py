@@ -11,7 +11,9 @@ profile uses the same rho and its curves are prefixes of the full study's curves
 
 ``extra_methods`` are methods outside the paper's study (the BO baselines of its prompt
 study): a profile runs one only at the settings its own ``extra_methods`` lists, so the full
-profile, which lists none, is the paper's study.
+profile, which lists none, is the paper's study. A profile gives each a budget of its own at
+each of its settings (``{method: {setting: T}}``): the quick profile's BO baselines, whose cost
+per iteration grows with their GP's data, run fewer iterations than the others.
 """
 from __future__ import annotations
 
@@ -61,6 +63,12 @@ def methods_at(p: dict, prof: dict, setting: str) -> dict:
     return {**p["methods"], **extra}
 
 
+def iterations_at(prof: dict, method: str, setting: str) -> int:
+    """T of ``method``'s runs at ``setting`` under profile ``prof``: the setting's, or an extra method's own."""
+    where = (prof.get("extra_methods") or {}).get(method)
+    return int(prof["iterations"][setting] if where is None else where[setting])
+
+
 def profile_methods(p: dict, prof: dict) -> list[str]:
     """Every method a profile runs at some setting: the paper's, then its extra methods."""
     return [*p["methods"], *(prof.get("extra_methods") or {})]
@@ -72,7 +80,7 @@ def configs(params: dict) -> list[RunConfig]:
     _, prof = active_profile(params, STUDY)
     horizons = p["profiles"]["full"]["iterations"]
     out = []
-    for setting, T in prof["iterations"].items():
+    for setting in prof["iterations"]:
         if setting not in p["settings"]:
             raise ValueError(f"{STUDY}: profile names setting {setting!r}, which is not under {STUDY}.settings")
         shape = p["settings"][setting]
@@ -83,7 +91,8 @@ def configs(params: dict) -> list[RunConfig]:
                               **_substitute_horizon(mparams, int(horizons[setting]))}
                 for seed in prof["seeds"]:
                     out.append(RunConfig(study=STUDY, setting=setting, problem=problem, method=method,
-                                         params=opt_params, seed=int(seed), budget={"max_iter": int(T)},
+                                         params=opt_params, seed=int(seed),
+                                         budget={"max_iter": iterations_at(prof, method, setting)},
                                          code_version=code_version(method, opt_params)))
     return out
 
