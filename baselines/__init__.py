@@ -11,8 +11,15 @@ a subclass of :class:`sabo.protocol.AskTellOptimizer` with a class attribute ``n
 restored through), made known to the studies and the tests by ``register(cls)``.
 
 TuRBO-1 (``turbo``) computes with PyTorch, GPyTorch and BoTorch (the ``bo`` extra:
-``pip install 'sabo-bench[bo]'``); they are imported when one is built, so importing this
+``pip install 'sabo-bench[bo]'``), the Nevergrad adapter (``nevergrad:<algorithm>``) with
+Nevergrad (the ``nevergrad`` extra); they are imported when one is built, so importing this
 package needs none of them.
+
+Optimizers of other packages join the registry through the entry-point group
+``sabo_bench.optimizers`` (loaded on first use of their name, :func:`find`) or, without
+installation, as ``module:Class`` allowed by name (:func:`load_class`); see
+:mod:`baselines.plugins`. A *method family* (a class declaring ``family_parameter``) is named
+``<family>:<member>``: ``make("nevergrad:NGOpt")`` is ``make("nevergrad", algorithm="NGOpt")``.
 """
 from __future__ import annotations
 
@@ -22,11 +29,14 @@ import sabo.protocol
 from sabo import SABO
 from sabo.protocol import AskTellOptimizer
 
+from . import plugins
 from .bes import BES
 from .cmaes import CMAES
 from .gibo import GIBO
 from .ingo import INGO
 from .mmes import MMES
+from .nevergrad import Nevergrad
+from .plugins import PluginError, import_class, load_entry_point
 from .turbo import TuRBO1
 
 #: Every method by its registry name (each class's ``name``, which also identifies its saved
@@ -67,28 +77,157 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (SABO, INGO, BES, CMAES, MMES, TuRBO1, GIBO):
+for _cls in (SABO, INGO, BES, CMAES, MMES, TuRBO1, GIBO, Nevergrad):
     register(_cls)
 
 
+#: ``module:Class`` -> class, for each optimizer :func:`load_class` imported in this process.
+_IMPORTED: dict[str, type] = {}
+
+
+def find(name: str) -> type | None:
+    """The class that the method ``name`` builds, or None when nothing has that name.
+
+    ``name`` is a registry name or ``<family>:<member>`` (the family's class). A name that is
+    not registered yet but is an installed plugin's (entry point of ``sabo_bench.optimizers``)
+    loads and registers that plugin first; a plugin that cannot be loaded raises
+    :class:`~baselines.plugins.PluginError`. Only installed entry points are consulted: a
+    ``module:Class`` is never imported from a name (that takes :func:`load_class`).
+    """
+    if not isinstance(name, str):
+        return None
+    family = name.partition(":")[0]
+    if family not in REGISTRY:
+        candidates = plugins.entry_points().get(family)
+        if candidates is None:
+            return None
+        _register_plugin(load_entry_point(family, candidates), plugins.describe(candidates[0]))
+    return REGISTRY[family]
+
+
+def resolve(name: str) -> tuple[type, dict]:
+    """``(class, fixed constructor arguments)`` of the method ``name``; ``ValueError`` if there is none.
+
+    A family member ``"<family>:<member>"`` fixes the family's ``family_parameter`` to ``member``,
+    which the class checks (:meth:`~sabo.protocol.AskTellOptimizer.check_member`).
+    """
+    cls = find(name)
+    if cls is None:
+        raise ValueError(f"unknown optimizer {name!r}; {_listing()}")
+    family, colon, member = name.partition(":")
+    if not colon:
+        return cls, {}
+    if cls.family_parameter is None:
+        raise ValueError(f"optimizer name {name!r}: {family!r} is one method, not a family of methods "
+                         f"('<family>:<member>' names a member of {_families() or 'no family here'})")
+    if not member.isidentifier():
+        raise ValueError(f"optimizer name {name!r}: the member after ':' must be a name (letters, digits, '_')")
+    cls.check_member(member)
+    return cls, {cls.family_parameter: member}
+
+
+def get(name: str) -> type:
+    """The class that the method ``name`` builds (:func:`resolve` without the fixed arguments)."""
+    return resolve(name)[0]
+
+
+def load_plugins() -> list[str]:
+    """Load and register every installed optimizer plugin not registered yet; returns their names.
+
+    Each plugin that cannot be loaded adds one line to the :class:`~baselines.plugins.PluginError`
+    raised after the others are loaded.
+    """
+    loaded, problems = [], []
+    for name, candidates in plugins.entry_points().items():
+        if name in REGISTRY:
+            continue
+        try:
+            _register_plugin(load_entry_point(name, candidates), plugins.describe(candidates[0]))
+        except PluginError as exc:
+            problems.append(str(exc))
+        else:
+            loaded.append(name)
+    if problems:
+        raise PluginError("\n".join(problems))
+    return loaded
+
+
+def load_class(spec: str, allow) -> type:
+    """Import the optimizer class ``spec`` = ``"package.module:Class"`` and register it; returns the class.
+
+    ``package.module`` must be listed in ``allow`` (exact module names;
+    :func:`baselines.plugins.import_class`). The class is registered under its own ``name``,
+    and that name is all a run config, record or checkpoint holds. Loading the same spec again
+    does nothing.
+    """
+    cls = import_class(spec, allow)
+    _register_plugin(cls, repr(spec))
+    _IMPORTED[spec] = cls
+    return cls
+
+
+def imported_plugins() -> list[str]:
+    """The ``module:Class`` specs :func:`load_class` registered and the registry still holds.
+
+    What a worker process loads to know the same methods as its parent
+    (:mod:`replication.executors`)."""
+    return [spec for spec, cls in _IMPORTED.items() if REGISTRY.get(cls.name) is cls]
+
+
+def _register_plugin(cls: type, what: str) -> None:
+    try:
+        register(cls)
+    except (TypeError, ValueError) as exc:
+        raise PluginError(f"{what}: {exc}") from exc
+
+
+def _families() -> str:
+    return ", ".join(f"{n}:<{cls.family_parameter}>" for n, cls in REGISTRY.items() if cls.family_parameter)
+
+
+def _listing() -> str:
+    def shown(n):
+        parameters = [p for p in inspect.signature(REGISTRY[n]).parameters if p != "self"]
+        family = REGISTRY[n].family_parameter
+        return f"{n}[:<{family}>]({', '.join(parameters)})" if family else f"{n}({', '.join(parameters)})"
+
+    installed = sorted(set(plugins.entry_points()) - set(REGISTRY))
+    more = f"; installed plugins, loaded on first use: {', '.join(installed)}" if installed else ""
+    return f"valid names and their parameters: {'; '.join(shown(n) for n in REGISTRY)}{more}"
+
+
 def parameters(name: str) -> list[str]:
-    """Constructor parameter names of the optimizer registered as ``name``."""
-    return [p for p in inspect.signature(REGISTRY[name]).parameters if p != "self"]
+    """Constructor parameter names of the method ``name`` (without those its name fixes)."""
+    cls, fixed = resolve(name)
+    return [p for p in inspect.signature(cls).parameters if p != "self" and p not in fixed]
 
 
 def make(name: str, **params):
-    """Build the optimizer registered as ``name`` with keyword ``params``.
+    """Build the method ``name`` (a registry name, or ``<family>:<member>``) with keyword ``params``.
 
     An unknown name or parameter raises ``ValueError`` listing what is valid.
     """
-    if name not in REGISTRY:
-        listing = "; ".join(f"{n}({', '.join(parameters(n))})" for n in REGISTRY)
-        raise ValueError(f"unknown optimizer {name!r}; valid names and their parameters: {listing}")
+    cls, fixed = resolve(name)
     unknown = sorted(set(params) - set(parameters(name)))
     if unknown:
         raise ValueError(f"{name} has no parameter(s) {unknown}; valid parameters: {parameters(name)}")
-    return REGISTRY[name](**params)
+    return cls(**fixed, **params)
 
 
-__all__ = ["BES", "CMAES", "GIBO", "INGO", "MMES", "SABO", "TuRBO1", "REGISTRY", "REQUIRED_PARAMETERS", "make",
-           "parameters", "register"]
+def restore(name: str, state: dict):
+    """The optimizer of the method ``name`` restored from ``state`` (``AskTellOptimizer.state_dict()``).
+
+    The state must have been saved by ``name``'s class (and, for a family member, by that
+    member); the class comes from ``name``, never from the state.
+    """
+    cls, fixed = resolve(name)
+    opt = cls.from_state_dict(state)
+    for key, value in fixed.items():
+        if state["config"].get(key) != value:
+            raise ValueError(f"state['config'][{key!r}] is {state['config'].get(key)!r}, but the method is {name!r}")
+    return opt
+
+
+__all__ = ["BES", "CMAES", "GIBO", "INGO", "MMES", "Nevergrad", "SABO", "TuRBO1", "REGISTRY", "REQUIRED_PARAMETERS",
+           "PluginError", "find", "get", "imported_plugins", "load_class", "load_plugins", "make", "parameters",
+           "register", "resolve", "restore"]

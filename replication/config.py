@@ -35,7 +35,7 @@ def code_version(method: str, params: dict) -> str:
     import sabo
 
     optimizer = params.get("optimizer", method)
-    cls = baselines.REGISTRY.get(optimizer)
+    cls = baselines.find(optimizer)
     return sabo.__version__ if cls is None else f"{sabo.__version__}+{optimizer}.r{cls.revision}"
 
 

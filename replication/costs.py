@@ -18,13 +18,22 @@ from .config import RunConfig
 def optimizer_class(config: RunConfig) -> type:
     """The class of the optimizer ``config`` runs: ``params["optimizer"]`` if given, else the method name.
 
-    The same rule as the run engine's (:func:`replication.engine.execute`).
+    The same rule as the run engine's (:func:`replication.engine.execute`); a ``<family>:<member>``
+    name gives the family's class, an installed plugin's name loads it (:func:`baselines.find`).
     """
     name = config.params.get("optimizer", config.method)
-    if name not in baselines.REGISTRY:
+    cls = baselines.find(name)
+    if cls is None:
         raise ValueError(f"{config.label}: method {config.method!r} runs optimizer {name!r}, which is not registered "
                          f"(registered: {sorted(baselines.REGISTRY)}; see baselines.register)")
-    return baselines.REGISTRY[name]
+    return cls
+
+
+def evaluations_per_iteration(cls: type, dim: int, popsize) -> int:
+    """Function evaluations of one iteration of ``cls`` at dimension ``dim``: ``rounds_per_iteration`` asks of
+    ``popsize`` rows (``None``: the class's ``default_popsize``). The budget in evaluations the run engine
+    gives an optimizer that takes one (``budget`` = max_iter x this)."""
+    return cls.rounds_per_iteration * (cls.default_popsize(dim) if popsize is None else int(popsize))
 
 
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
@@ -39,6 +48,6 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
         return float(eval_cost)
     cls = optimizer_class(config)
     popsize = config.params.get("popsize")
+    evaluations = evaluations_per_iteration(cls, dim, popsize)
     popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
-    evaluations = cls.rounds_per_iteration * popsize
     return iterations * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

@@ -51,6 +51,7 @@ from sabo.protocol import NonFiniteValueError
 
 from . import stopping
 from .config import RunConfig
+from .costs import evaluations_per_iteration
 from .curve import Curve
 from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
 from .studies import get_study
@@ -227,7 +228,8 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     if resumed is not None:
         opt, curve, stamps, elapsed, resumes, started = resumed
     else:
-        opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params)
+        opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params,
+                             **_budget_argument(optimizer, params, problem.x0.size, max_iter))
         curve, stamps, elapsed, resumes, started = Curve(max_iter), [], 0.0, 0, _now()
 
     def add_point():
@@ -288,6 +290,15 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     return record
 
 
+def _budget_argument(optimizer: str, params: dict, dim: int, max_iter: int) -> dict:
+    """``{"budget": evaluations}`` for an optimizer whose constructor takes the run's budget (Nevergrad's
+    algorithms plan by it), else nothing: ``max_iter`` iterations of
+    :func:`~replication.costs.evaluations_per_iteration` evaluations."""
+    if "budget" not in baselines.parameters(optimizer):
+        return {}
+    return {"budget": max_iter * evaluations_per_iteration(baselines.get(optimizer), dim, params.get("popsize"))}
+
+
 def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: int):
     """(optimizer, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
 
@@ -303,7 +314,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: in
             raise ValueError(f"not a checkpoint of schema {CHECKPOINT_SCHEMA}")
         if state.get("config_hash") != config.hash or state.get("config") != config.to_dict():
             raise ValueError(f"it holds the checkpoint of another run (config hash {state.get('config_hash')!r})")
-        opt = baselines.REGISTRY[optimizer].from_state_dict(state["optimizer"])
+        opt = baselines.restore(optimizer, state["optimizer"])  # the class from the config's name, not the file
         if opt.dim != problem.x0.size:
             raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
         curve = Curve.from_state(max_iter, state["curve"])

@@ -38,6 +38,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from tqdm.auto import tqdm
 
+import baselines
+
 from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
@@ -65,8 +67,14 @@ def _init_worker(parent: int, devices) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
 
 
-def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_for_lock: bool):
-    """Worker entry point: the record, :data:`BUSY`, or None when the worker was asked to stop."""
+def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_for_lock: bool, plugins=()):
+    """Worker entry point: the record, :data:`BUSY`, or None when the worker was asked to stop.
+
+    ``plugins``: the ``module:Class`` optimizers the parent registered from its parameter file
+    (:func:`baselines.imported_plugins`), registered here too (once per process; installed
+    plugins need nothing: their names load them)."""
+    for spec in plugins:
+        baselines.load_class(spec, allow=[spec.partition(":")[0]])  # allowed by the parent's params.yaml
     try:
         with stopping.task():
             return execute(RunConfig.from_dict(config_dict), runs_dir, checkpoint_every_s=checkpoint_every_s,
@@ -163,7 +171,8 @@ def _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for
                                initargs=(os.getpid(), devices))
     busy = []
     try:
-        pending = {pool.submit(_execute, c.to_dict(), str(runs_dir), checkpoint_every_s, wait_for_lock): c
+        plugins = baselines.imported_plugins()
+        pending = {pool.submit(_execute, c.to_dict(), str(runs_dir), checkpoint_every_s, wait_for_lock, plugins): c
                    for c in todo}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -218,8 +227,9 @@ def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_
         if needed > available:
             raise ResourceUnavailable(f"runs of study {todo[0].study!r} need {needed} GPU(s) each, but the Ray "
                                       f"cluster has {available:g}; start Ray on GPU nodes (or set RAY_ADDRESS)")
+        plugins = baselines.imported_plugins()
         refs = {remote.options(num_gpus=run_gpus(c)).remote(c.to_dict(), str(os.path.abspath(runs_dir)),
-                                                             checkpoint_every_s, wait_for_lock): c
+                                                             checkpoint_every_s, wait_for_lock, plugins): c
                 for c in todo}
         try:
             while refs:

@@ -16,7 +16,9 @@ Each study declares its section as a pydantic model next to its code
 * method grids (:func:`methods_field`): mappings of optimizer parameter -> value (a value, a
   list of values to search, or a mapping such as SABO's ``rho`` schedule), whose method names and
   parameters are checked against :data:`baselines.REGISTRY` (``optimizer: <registered name>``
-  runs a registered optimizer under another label).
+  runs a registered optimizer under another label; ``optimizer: nevergrad:NGOpt`` a family member);
+* ``plugins`` (:class:`PluginsSection`, top level): optimizer classes of other modules, imported
+  by ``module:Class`` only when their module is in its explicit ``allow`` list.
 
 :func:`validate_params` checks a whole file (or some sections) before anything runs and raises
 :class:`replication.errors.UsageError` with one line per problem, e.g.::
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from typing import Annotated
 
 import yaml
@@ -175,15 +178,29 @@ def _grid_mapping(value, handler):
 
 
 Grid = Annotated[dict[StrictStr, GridValue], WrapValidator(_grid_mapping)]
-#: the optimizer's constructor arguments that the engine passes itself
-ENGINE_ARGUMENTS = ("x0", "seed")
+#: the optimizer's constructor arguments that the engine passes itself (``budget`` only to an optimizer that takes one)
+ENGINE_ARGUMENTS = ("x0", "seed", "budget")
+
+
+def _method_labels(value, handler):
+    """A method name is a path component (runs/<study>/<setting>/<method>/): a ``family:member``
+    optimizer runs under a label of its own, which the message says how to give."""
+    if isinstance(value, dict):
+        for key in value:
+            if isinstance(key, str) and ":" in key:
+                label = re.sub(r"[^A-Za-z0-9_.-]", "_", key).strip("._") or "label"
+                raise at((key,), value[key], f"{name_problem(key)}; a method named family:member runs under a "
+                                             f"label of its own: `{label}: {{optimizer: '{key}'}}`", key=True)
+    return handler(value)
 
 
 def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
     """The type of a study's ``methods``: method name -> parameter grid, checked against baselines.REGISTRY.
 
     ``lists``: whether the study expands lists into a grid search (image, prompt) or passes every
-    value to the optimizer as is (synthetic). ``reserved``: names the study uses itself.
+    value to the optimizer as is (synthetic). ``reserved``: names the study uses itself. A method
+    is a registered optimizer's name, an installed plugin's (loaded here, :func:`baselines.find`),
+    or a label whose grid says ``optimizer: <name>`` (a registered name or ``<family>:<member>``).
     """
     def check(methods: dict) -> dict:
         import baselines
@@ -193,11 +210,19 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
             if name in reserved:
                 raise at((name,), grid, "is reserved by the study; choose another name", key=True)
             optimizer = grid.get("optimizer", name)
-            if "optimizer" in grid and optimizer not in baselines.REGISTRY:
-                raise at((name, "optimizer"), optimizer, f"must be a registered optimizer ({registry})")
-            if optimizer not in baselines.REGISTRY:
-                raise at((name,), grid, f"is not a registered optimizer ({registry}); to run one under another "
-                                        "label, set `optimizer: <registered name>` in its grid", key=True)
+            is_key = "optimizer" not in grid
+            where, value = ((name,), grid) if is_key else ((name, "optimizer"), optimizer)
+            try:
+                known = baselines.find(optimizer) is not None
+                if known:
+                    baselines.resolve(optimizer)  # a family member the family has
+            except ValueError as exc:  # a plugin that cannot be loaded, a member the family lacks
+                raise at(where, value, str(exc), key=is_key) from None
+            if not known and not is_key:
+                raise at(where, value, f"must be a registered optimizer ({registry})")
+            if not known:
+                raise at(where, value, f"is not a registered optimizer ({registry}); to run one under another "
+                                       "label, set `optimizer: <registered name>` in its grid", key=True)
             allowed = [p for p in baselines.parameters(optimizer) if p not in ENGINE_ARGUMENTS]
             for param, value in grid.items():
                 if param == "optimizer":
@@ -210,7 +235,72 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
                                                    "method (lists are not expanded into a grid)")
         return methods
 
-    return Annotated[dict[Name, Grid], AfterValidator(check)]
+    return Annotated[dict[Name, Grid], WrapValidator(_method_labels), AfterValidator(check)]
+
+
+# -- optimizers from other modules ---------------------------------------------------------------
+def _module_path(value):
+    from baselines.plugins import is_module_path
+
+    if not is_module_path(value):
+        raise PydanticCustomError(_RULE, "must be a module path (dotted names, e.g. my_package.search)")
+    return value
+
+
+def _class_path(value):
+    module, colon, attr = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if not colon or not attr.isidentifier():
+        raise PydanticCustomError(_RULE, "must be 'package.module:Class'")
+    _module_path(module)
+    return value
+
+
+ModulePath = Annotated[StrictStr, WrapValidator(lambda v, handler: _module_path(handler(v)))]
+ClassPath = Annotated[StrictStr, WrapValidator(lambda v, handler: _class_path(handler(v)))]
+
+
+class PluginsSection(Section):
+    """``plugins:`` at the top level of params.yaml: optimizer classes imported by ``module:Class``.
+
+    ``optimizers`` lists ``package.module:Class`` names; each module must be listed in ``allow``
+    (exact module names), the explicit setting without which nothing named in the file is
+    imported. Each class is registered under its own ``name`` (:func:`baselines.load_class`),
+    which is all that methods, run configs, records and checkpoints refer to it by. Installed
+    packages need no entry here: their entry points (``sabo_bench.optimizers``) are found by name.
+    """
+
+    allow: Annotated[list[ModulePath], AfterValidator(_distinct)] = []
+    optimizers: Annotated[list[ClassPath], AfterValidator(_distinct)] = []
+
+    @model_validator(mode="after")
+    def _allowed(self):
+        for i, spec in enumerate(self.optimizers):
+            module = spec.partition(":")[0]
+            if module not in self.allow:
+                raise at(("optimizers", i), spec, f"module {module!r} is not in plugins.allow "
+                                                  f"({', '.join(self.allow) or 'empty'}); list it there to let it be "
+                                                  "imported")
+        return self
+
+
+PLUGINS = "plugins"
+
+
+def load_plugins(raw, source: str) -> list[str]:
+    """Validate the ``plugins`` section ``raw`` and register its optimizers; one line per problem (empty: none)."""
+    import baselines
+
+    try:
+        section = PluginsSection.model_validate(raw)
+    except ValidationError as exc:
+        return [format_error(err, source, (PLUGINS,)) for err in exc.errors()]
+    lines = []
+    for i, spec in enumerate(section.optimizers):
+        try:
+            baselines.load_class(spec, section.allow)
+        except ValueError as exc:  # PluginError: import failed, not an optimizer class, name taken
+            lines.append(f"{source}: {PLUGINS}.optimizers[{i}] = {spec!r}: {exc}")
+    return lines
 
 
 # -- reading, validating, reporting --------------------------------------------------------------
@@ -243,10 +333,15 @@ def validate_params(raw: dict, *, source: str = "params.yaml", studies=None) -> 
     """Validate the sections ``studies`` of ``raw`` (default: every section present).
 
     Returns study -> validated model; raises :class:`UsageError` with one line per problem. The
-    sections named in ``studies`` must be present; top-level keys must be study names.
+    sections named in ``studies`` must be present; top-level keys must be study names or
+    ``plugins``, whose optimizers are imported and registered first (:class:`PluginsSection`).
     """
-    lines = [f"{source}: {key} = {_show(value)}: unknown key (allowed here: {', '.join(SCHEMAS)})"
-             for key, value in raw.items() if key not in SCHEMAS]
+    lines = [f"{source}: {key} = {_show(value)}: unknown key (allowed here: {', '.join([*SCHEMAS, PLUGINS])})"
+             for key, value in raw.items() if key not in SCHEMAS and key != PLUGINS]
+    if PLUGINS in raw:  # before the studies: their methods may name the optimizers it registers
+        problems = load_plugins(raw[PLUGINS], source)
+        if problems:  # the studies' checks would only repeat them as unknown methods
+            raise UsageError("\n".join(lines + problems))
     wanted = list(SCHEMAS if studies is None else studies)
     models = {}
     for study in wanted:
@@ -309,6 +404,7 @@ def selectable(study: str, section: dict) -> dict[str, set[str]]:
     return schema(study).model_validate(section).names()
 
 
-__all__ = ["SCHEMAS", "Section", "StudySection", "Name", "NameList", "NonNegInt", "PosInt", "Popsize",
+__all__ = ["SCHEMAS", "PLUGINS", "PluginsSection", "load_plugins",
+           "Section", "StudySection", "Name", "NameList", "NonNegInt", "PosInt", "Popsize",
            "PositiveFloat", "Fraction", "Rate", "Rates", "Seeds", "Text", "Grid", "one_of", "rule", "at",
            "references", "methods_field", "schema", "read_params", "validate_params", "format_error", "selectable"]

@@ -3,7 +3,7 @@
 Quick start::
 
     import numpy as np, sabo
-    res = sabo.minimize(lambda X: np.sum(X**2, axis=1), x0=np.ones(20), max_iter=300, seed=0)
+    res = sabo.minimize(lambda x: np.sum(x**2), x0=np.ones(20), max_iter=300, seed=0)
 
 or drive the optimizer yourself::
 

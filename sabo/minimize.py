@@ -1,4 +1,23 @@
-"""Drive any ask/tell optimizer on a vectorised objective; ``sabo.minimize`` for SABO itself."""
+"""Drive any ask/tell optimizer on a vectorised objective; ``sabo.minimize`` for SABO itself, scipy-style.
+
+``sabo.minimize(fun, x0, args=(), *, bounds=None, vectorized=False, ...)`` follows
+``scipy.optimize.minimize``'s conventions where they apply: ``fun(x, *args) -> float`` on one
+point by default (``vectorized=True``: ``fun(X, *args)`` on a population ``(n, d) -> (n,)``, one
+call per ask, which the mini-batch contract of Algorithm 2 needs), ``bounds`` as a sequence of
+``(low, high)`` pairs (``None`` for no bound) or a ``scipy.optimize.Bounds``, and the result as an
+:class:`OptimizeResult`.
+
+Bounds (not in the paper; a deviation named in the README): SABO's search distribution lives on
+R^d, as always, and each sample x is evaluated at its *reflection* into the box, F(T(x)), where
+T folds every coordinate back at the bounds (:func:`reflect`: identity inside the box, a mirror
+at each bound, period 2 (high - low) when both are finite). F is therefore never evaluated
+outside the box, and SABO minimises E[F(T(x))] over the unbounded Gaussian instead of E[F(x)]: the
+KL ball of the perturbation and the update are those of the unfolded distribution. The reported
+points (``x``, ``x_best``, the history's means) are T of the optimizer's points; ``callback(opt)``
+sees the optimizer itself, whose ``opt.mean`` is unfolded (``reflect(opt.mean, low, high)`` maps
+it into the box). Nevergrad's ``"bouncing"`` bounds and pycma's default boundary handling fold
+likewise; clipping would make F flat outside the box, with nothing to pull the mean back.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -6,7 +25,11 @@ from collections.abc import Callable
 import numpy as np
 
 from .protocol import AskTellOptimizer
-from .validation import check_int
+from .validation import as_real_array, check_int, check_x0
+
+#: With ``bounds`` and no ``sigma0``, ``sigma0 = BOX_SIGMA0 * (high - low)`` in each coordinate bounded on
+#: both sides (1.0 elsewhere), pycma's rule of thumb for a box.
+BOX_SIGMA0 = 0.25
 
 STATUS_MESSAGES = {
     0: "maximum number of iterations reached",
@@ -115,10 +138,100 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
                           stats=opt.stats)
 
 
-def minimize(fun: Callable[[np.ndarray], np.ndarray], x0, *, max_iter: int | None = None,
+def reflect(X, low, high) -> np.ndarray:
+    """T(X): every coordinate folded into [low_i, high_i] by reflection at the bounds (works on (d,) and (n, d)).
+
+    With both bounds finite, T is the triangle wave of period 2 w (w = high - low):
+    t = (x - low) mod 2w, T(x) = low + min(t, 2w - t); with one bound, a single mirror
+    (low + |x - low|, or high - |high - x|); with none, the identity. T is continuous, is the
+    identity inside the box and maps R^d onto the box.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    has_low, has_high = np.isfinite(low), np.isfinite(high)
+    lo, hi = np.where(has_low, low, 0.0), np.where(has_high, high, 0.0)  # finite stand-ins where a bound is absent
+    width = np.where(has_low & has_high, hi - lo, 1.0)
+    t = np.mod(X - lo, 2.0 * width)
+    return np.select([has_low & has_high, has_low, has_high],
+                     [lo + np.minimum(t, 2.0 * width - t), lo + np.abs(X - lo), hi - np.abs(hi - X)], X)
+
+
+def check_bounds(bounds, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` arrays of shape (d,) from ``bounds`` (``(low, high)`` pairs, None for no bound, or an
+    object with ``lb``/``ub`` such as ``scipy.optimize.Bounds``); ``ValueError`` naming what is wrong."""
+    d = x0.size
+    if hasattr(bounds, "lb") and hasattr(bounds, "ub"):
+        low, high = (as_real_array(f"bounds.{k}", getattr(bounds, k)) for k in ("lb", "ub"))
+        if low.shape not in ((), (1,), (d,)) or high.shape not in ((), (1,), (d,)):
+            raise ValueError(f"bounds.lb and bounds.ub must be scalars or have shape ({d},) (got {low.shape} and "
+                             f"{high.shape})")
+        low, high = np.broadcast_to(low, (d,)).copy(), np.broadcast_to(high, (d,)).copy()
+    else:
+        pairs = list(bounds) if isinstance(bounds, (list, tuple, np.ndarray)) else None
+        if pairs is None or len(pairs) != d or not all(np.ndim(pair) == 1 and len(pair) == 2 for pair in pairs):
+            raise ValueError(f"bounds must be a sequence of d = {d} (low, high) pairs (None for no bound) or a "
+                             f"scipy.optimize.Bounds (got {bounds!r})")
+        low = as_real_array("bounds (low)", [-np.inf if low is None else low for low, _ in pairs])
+        high = as_real_array("bounds (high)", [np.inf if high is None else high for _, high in pairs])
+    if np.any(np.isnan(low) | np.isnan(high)) or np.any(low == np.inf) or np.any(high == -np.inf):
+        raise ValueError("bounds must be real numbers with low < +inf and high > -inf (None or -inf/inf: no bound)")
+    bad = np.flatnonzero(~(low < high))
+    if bad.size:
+        raise ValueError(f"bounds must have low < high in every coordinate; not at indices {bad[:10].tolist()}")
+    outside = np.flatnonzero((x0 < low) | (x0 > high))
+    if outside.size:
+        i = outside[0]
+        raise ValueError(f"x0 must lie within bounds; x0[{i}] = {float(x0[i])!r} is outside "
+                         f"[{float(low[i])!r}, {float(high[i])!r}] "
+                         f"(indices outside: {outside[:10].tolist()})")
+    return low, high
+
+
+def _per_point(fun: Callable, args: tuple) -> Callable[[np.ndarray], np.ndarray]:
+    """The vectorised form of ``fun(x, *args) -> float``: one call per row."""
+    def vectorised(X: np.ndarray) -> np.ndarray:
+        values = np.empty(X.shape[0])
+        for j, x in enumerate(X):
+            value = np.asarray(fun(x, *args))
+            if value.size != 1:
+                raise ValueError(f"fun(x) returned shape {value.shape} for a point of shape {x.shape}; with "
+                                 "vectorized=False fun takes one point (d,) and returns a number (pass "
+                                 "vectorized=True for fun((n, d)) -> (n,))")
+            values[j] = as_real_array("fun(x)", value).reshape(())
+        return values
+    return vectorised
+
+
+def minimize(fun: Callable, x0, args=(), *, bounds=None, vectorized: bool = False, max_iter: int | None = None,
              max_nfev: int | None = None, callback=None, record_mean: bool = True, **options) -> OptimizeResult:
-    """Minimise ``fun`` with :class:`sabo.SABO` built from ``x0`` and ``options``; see :func:`run`."""
+    """Minimise ``fun`` with :class:`sabo.SABO` built from ``x0`` and ``options``; see :func:`run`.
+
+    ``fun(x, *args) -> float`` takes one point of shape (d,) (scipy's convention), or, with
+    ``vectorized=True``, ``fun(X, *args)`` takes a population (n, d) and returns its n values,
+    once per ask (Algorithm 2's mini-batch contract needs this form: one batch per call).
+    ``bounds``: ``(low, high)`` per coordinate (``None``: unbounded) or a ``scipy.optimize.Bounds``;
+    samples are evaluated at their reflection into the box (module docstring: a deviation from
+    the paper), and ``x``, ``x_best`` and the history's means are reported in the box. ``x0``
+    must lie within the bounds; ``sigma0`` defaults to :data:`BOX_SIGMA0` times each bounded
+    coordinate's width (SABO's 1.0 would spread the samples over several folds of a unit box).
+    """
     from .sabo import SABO
 
-    return run(SABO(x0, **options), fun, max_iter=max_iter, max_nfev=max_nfev, callback=callback,
-               record_mean=record_mean)
+    if not isinstance(vectorized, (bool, np.bool_)):
+        raise ValueError(f"vectorized must be True or False (got {vectorized!r})")
+    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+    objective = (lambda X: fun(X, *args)) if vectorized else _per_point(fun, args)
+    if bounds is None:
+        return run(SABO(x0, **options), objective, max_iter=max_iter, max_nfev=max_nfev, callback=callback,
+                   record_mean=record_mean)
+    x0 = check_x0(x0)
+    low, high = check_bounds(bounds, x0)
+    # pycma's advice for a box: a step size of about a quarter of its width
+    options.setdefault("sigma0", np.where(np.isfinite(high - low), BOX_SIGMA0 * (high - low), 1.0))
+    opt = SABO(x0, **options)
+    res = run(opt, lambda X: objective(reflect(X, low, high)), max_iter=max_iter, max_nfev=max_nfev,
+              callback=callback, record_mean=record_mean)
+    res.x, res.x_best = reflect(res.x, low, high), reflect(res.x_best, low, high)
+    for record in res.history:
+        if "mean" in record:
+            record["mean"] = reflect(record["mean"], low, high)
+    return res

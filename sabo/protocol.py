@@ -107,6 +107,19 @@ class AskTellOptimizer:
     #: has two (perturbation and update round); budgets in iterations cost this many asks.
     rounds_per_iteration: int = 1
 
+    #: A *method family*: the constructor parameter that a registry name ``"<name>:<member>"`` sets
+    #: to ``member`` (``baselines.make("nevergrad:NGOpt", ...)`` builds the class named
+    #: ``nevergrad`` with ``algorithm="NGOpt"``). None: the class is one method. Saved states name
+    #: the class (``name``); the member is a constructor argument in their ``config``.
+    family_parameter: str | None = None
+
+    @classmethod
+    def check_member(cls, member: str) -> None:
+        """Refuse a family member ``member`` that the family does not have (``ValueError`` naming the valid ones).
+
+        Called when a name ``"<name>:<member>"`` is resolved, before anything is built; the
+        default accepts any member (the constructor then validates the argument)."""
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("name")

@@ -47,3 +47,11 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def umap_cache(tmp_path_factory):
+    """One UMAP cache directory for the session's image-study runs: the embedding of the digits stand-in is
+    fitted once (about 30 s on a busy 2-core machine) instead of once per test; it is keyed by its inputs
+    (replication.image.features), so tests with other inputs still get their own."""
+    return tmp_path_factory.mktemp("umap")

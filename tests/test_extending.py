@@ -135,11 +135,20 @@ def test_a_registered_optimizer_runs_and_resumes_in_the_synthetic_study(random_s
     assert deterministic_part(resumed) == deterministic_part(record)
 
 
-def test_the_demo_previews_every_registered_method(random_search, capsys):
+def test_the_demo_previews_every_registered_method(random_search, capsys, monkeypatch):
     assert demo.method_params("toy_random_search", 6, 600) == {"sigma0": 1.0, "popsize": 6}
+
+    def not_installed(member):  # as without the `nevergrad` extra
+        raise ImportError("the Nevergrad adapter needs the nevergrad package")
+
+    monkeypatch.setattr(baselines.Nevergrad, "check_member", staticmethod(not_installed))
     demo.main(["--dim", "4", "--popsize", "6", "--evals", "240"])
-    header = capsys.readouterr().out.splitlines()[1].split()
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[1].split()
     assert header == ["function", *baselines.REGISTRY] and header[-1] == "toy_random_search"
+    column = header.index("nevergrad")
+    assert all(line.split()[column] == "n/a" for line in lines[2:6])
+    assert lines[-1] == "n/a: nevergrad (the Nevergrad adapter needs the nevergrad package)"
 
 
 def test_the_registries_are_restored_after_a_test(monkeypatch):
@@ -154,7 +163,7 @@ def test_the_registries_are_restored_after_a_test(monkeypatch):
 
 def test_the_readmes_example_runs(registries, capsys):
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("**Add an optimizer.**"):]
+    section = text[text.index("**Add an optimizer**"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace = {}
     exec(compile(code, "README.md", "exec"), namespace)

@@ -32,8 +32,8 @@ def test_expected_file_covers_every_cell_and_method_of_the_ci_profile():
 
 
 @pytest.mark.slow
-def test_ci_profile_does_not_regress(tmp_path, monkeypatch):
-    monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(tmp_path / "umap"))
+def test_ci_profile_does_not_regress(tmp_path, monkeypatch, umap_cache):
+    monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(umap_cache))
     common = ["--params", str(ROOT / "params.yaml"), "--profile", "ci", "--runs-dir", str(tmp_path / "runs")]
     assert main(["run", "image", *common, "--workers", "2", "--no-track", "--quiet"]) == 0
     assert main(["report", "image", *common, "--out", str(tmp_path / "results"), "--no-track",

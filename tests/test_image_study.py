@@ -108,8 +108,8 @@ def test_equal_evaluations_read_the_last_curve_point_within_the_budget():
     assert next(iter(cell.values()))["test"] == [0.7]
 
 
-def test_stand_in_study_end_to_end(tmp_path, monkeypatch):
-    monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(tmp_path / "umap"))
+def test_stand_in_study_end_to_end(tmp_path, monkeypatch, umap_cache):
+    monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(umap_cache))
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(tiny_params()))
     common = ["--params", str(params_file), "--runs-dir", str(tmp_path / "runs")]

@@ -102,8 +102,8 @@ def test_minimize_explains_an_objective_that_modifies_its_input():
         return sphere(X)
 
     with pytest.raises(ValueError, match="fun modified its input array X in place"):
-        sabo.minimize(clipping, np.ones(4), popsize=6, seed=0, max_iter=3)
-    res = sabo.minimize(lambda X: clipping(X.copy()), np.ones(4), popsize=6, seed=0, max_iter=3)
+        sabo.minimize(clipping, np.ones(4), vectorized=True, popsize=6, seed=0, max_iter=3)
+    res = sabo.minimize(lambda X: clipping(X.copy()), np.ones(4), vectorized=True, popsize=6, seed=0, max_iter=3)
     assert res.nit == 3
 
 

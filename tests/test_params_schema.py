@@ -224,7 +224,7 @@ def test_a_bad_image_or_prompt_section_is_one_line(study, mutate, expected, tmp_
     ("- synthetic\n", "must be a mapping of study sections"),
     ("synthetic: [\n", "not valid YAML"),
     (yaml.safe_dump({**TINY, "synthethic": {}}),
-     "synthethic = {}: unknown key (allowed here: synthetic, image, prompt)"),
+     "synthethic = {}: unknown key (allowed here: synthetic, image, prompt, plugins)"),
 ])
 def test_a_bad_file_is_one_line(text, expected, tmp_path, capsys):
     assert run_list(tmp_path, None, text=text) == 2

@@ -46,17 +46,22 @@ PARAMS = {  # non-default options worth exercising; a name not listed runs with 
     # tests/test_gibo.py runs) keep the checks fast
     "gibo": {"fit_hyperparameters": True, "n_max": 12, "raw_samples": 8, "acq_maxiter": 0, "fit_maxiter": 5,
              "lr": 0.1},
+    # the default member, DiagonalCMA, with a budget (tests/test_nevergrad.py runs the checks on more members)
+    "nevergrad": {"budget": 300},
 }
 
-#: Methods that compute with PyTorch, and the package of their extra: without it their checks
-#: skip (which tests/conftest.py turns into a failure under CI=true); with it they run on one
-#: torch thread (on the shared 2-core machine, two threads made them 6x slower).
-TORCH_METHODS = {"turbo": "botorch", "gibo": "botorch"}
+#: Methods that need an optional package, and the package of their extra: without it their checks
+#: skip (which tests/conftest.py turns into a failure under CI=true).
+EXTRA_PACKAGES = {"turbo": "botorch", "gibo": "botorch", "nevergrad": "nevergrad"}
+#: Methods that compute with PyTorch: they run on one torch thread (on the shared 2-core machine,
+#: two threads made them 6x slower).
+TORCH_METHODS = {"turbo", "gibo"}
 
 
 def prepare(name, request):
+    if name in EXTRA_PACKAGES:
+        pytest.importorskip(EXTRA_PACKAGES[name])
     if name in TORCH_METHODS:
-        pytest.importorskip(TORCH_METHODS[name])
         request.getfixturevalue("one_torch_thread")
 
 
@@ -467,7 +472,7 @@ NAMES = list(baselines.REGISTRY)
 
 # ---------------------------------------------------------------------------- the tests
 def test_registry_holds_each_class_under_its_declared_name():
-    assert {"sabo", "ingo", "bes", "cmaes", "mmes", "gibo"} <= set(NAMES)
+    assert {"sabo", "ingo", "bes", "cmaes", "mmes", "gibo", "nevergrad"} <= set(NAMES)
     for name, cls in baselines.REGISTRY.items():
         assert cls.name == name and OPTIMIZERS[name] is cls  # saved states restore to the registered class
         assert set(baselines.REQUIRED_PARAMETERS) <= set(baselines.parameters(name))

@@ -41,7 +41,7 @@ def test_every_python_block_of_the_readme_runs(monkeypatch, capsys):
 
 
 def test_the_result_reads_like_scipys():
-    res = sabo.minimize(lambda X: np.sum(X**2, axis=1), np.ones(4), popsize=6, seed=0, max_iter=20)
+    res = sabo.minimize(lambda x: np.sum(x**2), np.ones(4), popsize=6, seed=0, max_iter=20)
     assert res["x"] is res.x and res["fun"] == res.fun and isinstance(res, dict)
     assert {"x", "fun", "x_best", "fun_best", "nit", "nfev", "success", "status", "message", "history",
             "stats"} <= set(res.keys())
@@ -57,6 +57,6 @@ def test_the_result_reads_like_scipys():
 def test_the_readme_documents_every_field_of_the_result():
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Using SABO"):text.index("### Options")]
-    res = sabo.minimize(lambda X: np.sum(X**2, axis=1), np.ones(4), popsize=6, seed=0, max_iter=2)
+    res = sabo.minimize(lambda x: np.sum(x**2), np.ones(4), popsize=6, seed=0, max_iter=2)
     for key in ("x", "fun", "x_best", "fun_best", "success", "message", "history"):
         assert f"res.{key}" in section and key in res, key

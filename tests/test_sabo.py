@@ -71,7 +71,7 @@ def test_rho_to_zero_matches_ingo_on_the_same_samples():
 
 def test_minimize_equals_ask_tell_loop():
     x0 = np.full(8, 0.7)
-    res = sabo.minimize(ellipsoid, x0, popsize=10, lr=0.1, rho=0.3, seed=4, max_iter=25)
+    res = sabo.minimize(ellipsoid, x0, vectorized=True, popsize=10, lr=0.1, rho=0.3, seed=4, max_iter=25)
     opt = SABO(x0, popsize=10, lr=0.1, rho=0.3, seed=4)
     while opt.nit < 25:
         X = opt.ask()
@@ -84,16 +84,18 @@ def test_minimize_equals_ask_tell_loop():
 
 
 def test_minimize_budget_and_callback():
-    res = sabo.minimize(sphere, np.ones(4), popsize=6, seed=0, max_nfev=100)
+    res = sabo.minimize(sphere, np.ones(4), vectorized=True, popsize=6, seed=0, max_nfev=100)
     assert res.status == 1 and res.nfev <= 100 and res.nfev + 6 + 1 > 100
-    res = sabo.minimize(sphere, np.ones(4), popsize=6, seed=0, max_iter=50, callback=lambda opt: opt.nit >= 3)
+    res = sabo.minimize(sphere, np.ones(4), vectorized=True, popsize=6, seed=0, max_iter=50,
+                        callback=lambda opt: opt.nit >= 3)
     assert res.status == 2 and res.nit == 3
 
 
 def test_convergence_smoke_ellipsoid_50d():
     """Budget: 1000 iterations = 100,000 evaluations (N = 50); observed reduction 1.6e4 with seed 0."""
     x0 = np.random.default_rng(0).uniform(0, 1, 50)
-    res = sabo.minimize(ellipsoid, x0, popsize=50, lr=0.1, rho=0.5, seed=0, max_iter=1000, record_mean=False)
+    res = sabo.minimize(ellipsoid, x0, vectorized=True, popsize=50, lr=0.1, rho=0.5, seed=0, max_iter=1000,
+                        record_mean=False)
     assert np.linalg.norm(x0) / np.linalg.norm(res.x) >= 1e3
 
 
@@ -128,8 +130,8 @@ def test_minibatch_contract_one_fresh_batch_per_ask():
         calls.append(W.shape[0])
         return np.mean((W @ A[idx].T - y[idx]) ** 2, axis=1)
 
-    res = sabo.minimize(batch_loss, np.zeros(5), popsize=20, lr=0.2, rho=0.2, seed=0, baseline="center",
-                        max_iter=400, record_mean=False)
+    res = sabo.minimize(batch_loss, np.zeros(5), vectorized=True, popsize=20, lr=0.2, rho=0.2, seed=0,
+                        baseline="center", max_iter=400, record_mean=False)
     assert calls[:-1] == [21] * (2 * 400) and calls[-1] == 1
     assert np.linalg.norm(res.x - w_true) < 0.1 * np.linalg.norm(w_true)
 

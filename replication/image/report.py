@@ -242,7 +242,7 @@ def _own_populations(p: dict, settings) -> str:
     parts = []
     for m, grid in p["methods"].items():
         if grid and "popsize" in grid and grid["popsize"] is None:
-            cls = baselines.REGISTRY[grid.get("optimizer", m)]
+            cls = baselines.get(grid.get("optimizer", m))
             sizes = ", ".join(f"{cls.default_popsize(10 * p['dims'][s])} at d = {10 * p['dims'][s]}" for s in settings)
             parts.append(f"{figures.method_label(m)}: its default population, {sizes}")
     return f" ({'; '.join(parts)})" if parts else ""

@@ -437,8 +437,8 @@ class PromptObjective:
     ids]``, without the V-word projection and without bf16 rounding of the logits.
     Each call evaluates the whole training set (BBT: one batch per evaluation). Counters:
     ``n_calls`` (calls of ``losses``/``loss_loop``), ``n_evaluations`` (candidates evaluated).
-    The object is callable: ``objective(Z) == objective.losses(Z)``, the vectorised form that
-    ``sabo.minimize`` expects.
+    The object is callable: ``objective(Z) == objective.losses(Z)``, the vectorised form
+    (``sabo.minimize(objective, x0, vectorized=True)``).
     """
 
     def __init__(self, model, tokenizer, texts_or_encoded, labels, label_word_ids, projection: PromptProjection | None,

@@ -1,0 +1,95 @@
+"""``sabo.minimize`` the scipy way: a per-point objective by default, ``args``, and ``bounds`` by reflection."""
+import numpy as np
+import pytest
+from scipy.optimize import Bounds
+
+import sabo
+from replication.synthetic.functions import ellipsoid
+from sabo.minimize import reflect
+
+
+def test_a_per_point_objective_runs_as_its_vectorised_form():
+    x0 = np.full(6, 0.7)
+    calls = []
+
+    def per_point(x, scale):
+        calls.append(x.shape)
+        return scale * ellipsoid(x)[0]
+
+    res = sabo.minimize(per_point, x0, args=(2.0,), popsize=8, seed=3, max_iter=15)
+    vec = sabo.minimize(lambda X, scale: scale * ellipsoid(X), x0, args=(2.0,), vectorized=True, popsize=8, seed=3,
+                        max_iter=15)
+    assert set(calls) == {(6,)} and len(calls) == res.nfev == vec.nfev == 15 * 2 * 8 + 1
+    np.testing.assert_allclose(res.x, vec.x, rtol=1e-10)
+    assert res.fun == pytest.approx(vec.fun, rel=1e-10) and res.nit == vec.nit == 15
+
+
+def test_objective_form_errors_name_the_fix():
+    with pytest.raises(ValueError, match=r"fun\(x\) returned shape \(2,\) for a point of shape \(2,\); with "
+                                         r"vectorized=False fun takes one point"):
+        sabo.minimize(lambda x: x**2, np.ones(2), popsize=4, seed=0, max_iter=1)
+    with pytest.raises(ValueError, match="vectorized must be True or False"):
+        sabo.minimize(lambda x: 0.0, np.ones(2), vectorized="yes", max_iter=1)
+    with pytest.raises(ValueError, match=r"fun\(x\) must contain real numbers"):
+        sabo.minimize(lambda x: "1.0", np.ones(2), popsize=4, seed=0, max_iter=1)
+
+
+def test_reflect_folds_into_the_box():
+    low, high = np.array([0.0, -np.inf, 1.0, -np.inf]), np.array([1.0, 2.0, np.inf, np.inf])
+    X = np.array([[0.25, 1.5, 3.0, -7.0],    # inside: unchanged
+                  [-0.25, 2.5, 0.5, 7.0],    # one mirror each
+                  [2.25, 5.0, -2.0, 0.0],    # 2.25 -> 0.25 (period 2), 5 -> -1, -2 -> 4
+                  [-1.75, 2.0, 1.0, 0.0]])   # -1.75 -> 0.25 (periodic both ways); on a bound: unchanged
+    expected = np.array([[0.25, 1.5, 3.0, -7.0],
+                         [0.25, 1.5, 1.5, 7.0],
+                         [0.25, -1.0, 4.0, 0.0],
+                         [0.25, 2.0, 1.0, 0.0]])
+    np.testing.assert_allclose(reflect(X, low, high), expected, atol=1e-15)
+    Y = np.random.default_rng(0).normal(0.0, 50.0, (1000, 4))
+    folded = reflect(Y, low, high)
+    assert np.all(folded >= low) and np.all(folded <= high)
+    eps = 1e-7  # continuous: no jump at the bounds or at the fold points 2 low - high, 2 high - low
+    for point in (0.0, 1.0, -1.0, 2.0):
+        a, b = reflect(np.array([point - eps]), low[:1], high[:1]), reflect(np.array([point + eps]), low[:1], high[:1])
+        assert abs(a[0] - b[0]) < 3 * eps
+
+
+def test_the_objective_is_never_evaluated_outside_the_box():
+    seen = []
+
+    def far_optimum(x):  # unconstrained minimum at 2, outside [0, 1]^5
+        seen.append(x.copy())
+        return np.sum((x - 2.0) ** 2)
+
+    res = sabo.minimize(far_optimum, np.full(5, 0.5), bounds=[(0.0, 1.0)] * 5, seed=0, max_iter=300)
+    seen = np.array(seen)
+    assert seen.min() >= 0.0 and seen.max() <= 1.0 and len(seen) == res.nfev
+    assert np.all(res.x <= 1.0) and np.all(res.x > 0.999) and res.fun - 5.0 < 0.01  # F(x) on the box: 5 at (1, ..., 1)
+    means = np.array([h["mean"] for h in res.history])
+    assert means.min() >= 0.0 and means.max() <= 1.0 and np.all((res.x_best >= 0.0) & (res.x_best <= 1.0))
+
+
+def test_interior_optimum_and_the_default_step_size_in_a_box():
+    """README, "Bounds": 5-d sphere centred at 0.3 in [0, 1]^5 from x0 = 0.5, 300 iterations, seed 0."""
+    def fun(x):
+        return np.sum((x - 0.3) ** 2)
+
+    default = sabo.minimize(fun, np.full(5, 0.5), bounds=[(0.0, 1.0)] * 5, seed=0, max_iter=300)
+    unit = sabo.minimize(fun, np.full(5, 0.5), bounds=[(0.0, 1.0)] * 5, seed=0, max_iter=300, sigma0=1.0)
+    assert default.fun < 1e-6 and unit.fun > 0.1  # measured 1.0e-8 and 0.22
+    one_sided = sabo.minimize(fun, np.full(5, 0.5), bounds=Bounds(0.4, np.inf), seed=0, max_iter=300, sigma0=0.2)
+    assert np.all(one_sided.x >= 0.4) and np.allclose(one_sided.x, 0.4, atol=1e-2)  # the bound nearest 0.3
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ([(0.0, 1.0)] * 4, r"bounds must be a sequence of d = 5 \(low, high\) pairs"),
+    ([(0.0, 1.0, 2.0)] * 5, r"bounds must be a sequence of d = 5 \(low, high\) pairs"),
+    ([(1.0, 0.0)] + [(0.0, 1.0)] * 4, r"bounds must have low < high in every coordinate; not at indices \[0\]"),
+    ([(0.0, 1.0)] * 4 + [(0.6, 1.0)], r"x0 must lie within bounds; x0\[4\] = 0.5 is outside \[0.6, 1.0\]"),
+    ([(np.nan, 1.0)] * 5, "bounds must be real numbers"),
+    ([("0", 1.0)] * 5, r"bounds \(low\) must contain real numbers"),
+    (Bounds([0.0, 0.0], [1.0, 1.0]), r"bounds.lb and bounds.ub must be scalars or have shape \(5,\)"),
+])
+def test_bad_bounds_are_refused_naming_the_problem(bounds, message):
+    with pytest.raises(ValueError, match=message):
+        sabo.minimize(lambda x: 0.0, np.full(5, 0.5), bounds=bounds, max_iter=1)

@@ -1,0 +1,296 @@
+"""Optimizers from other packages (baselines/plugins.py; README, "Add your own optimizer").
+
+Nothing is installed. A package is written into a temporary directory put on ``sys.path``,
+with a ``<dist>.dist-info`` folder holding its ``entry_points.txt``: what ``pip install``
+writes and what ``importlib.metadata`` reads, so the entry-point route runs for real. The
+README's class and entry point are the package of the main test, which runs the method on the
+``ci`` profiles of the synthetic and image studies through the command line. Registries,
+imported modules and ``sys.path`` are restored after each test.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from helpers import checkpoint_of, small_config
+
+import baselines
+import sabo.protocol
+from baselines.plugins import PluginError
+from replication.cli import main
+from replication.engine import execute, record_path
+from replication.errors import UsageError
+from replication.params import validate_params
+from replication.storage import quarantined_files, read_state, write_state
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUP = "sabo_bench.optimizers"
+
+
+def readme_blocks() -> dict[str, str]:
+    """The code blocks of the README's "Add your own optimizer", by language."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Add your own optimizer"):text.index("## Extending")]
+    return {lang: code for lang, code in re.findall(r"```(\w+)\n(.*?)```", section, re.S)}
+
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path, umap_cache):
+    """A temporary directory on sys.path; registries, imported modules and the plugin record restored after."""
+    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
+    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+    monkeypatch.setattr(baselines, "_IMPORTED", {})
+    monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(umap_cache))
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    before = set(sys.modules)
+    yield site
+    for name in set(sys.modules) - before:
+        if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(site)):
+            del sys.modules[name]
+
+
+def write_package(site: Path, modules: dict[str, str], entry_points: dict[str, str] | None = None,
+                  dist: str = "my-package") -> None:
+    """Modules ``{"pkg.mod": source}`` under ``site``; with ``entry_points``, a dist-info declaring them."""
+    for module, source in modules.items():
+        path = site.joinpath(*module.split("."))
+        for parent in [site.joinpath(*module.split(".")[:i]) for i in range(1, module.count(".") + 1)]:
+            parent.mkdir(exist_ok=True)
+            (parent / "__init__.py").touch()
+        path.with_suffix(".py").write_text(source)
+    if entry_points is not None:
+        info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+        lines = "".join(f"{name} = {value}\n" for name, value in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[{GROUP}]\n{lines}")
+
+
+def readme_package(site: Path) -> tuple[str, str]:
+    """The README's class as ``my_package.search`` with its entry point; (entry point name, its value)."""
+    blocks = readme_blocks()
+    [(name, value)] = re.findall(r'^(\w+) = "([\w.:]+)"$', blocks["toml"], re.M)
+    assert f'[project.entry-points."{GROUP}"]' in blocks["toml"]
+    write_package(site, {value.partition(":")[0]: blocks["python"]}, {name: value})
+    return name, value
+
+
+def study_params(tmp_path, **extra) -> Path:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for study in ("synthetic", "image"):
+        params[study]["methods"]["local_search"] = {}
+    params.update(extra)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+def records(runs: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(runs.rglob("*.json"))]
+
+
+# ---------------------------------------------------------------------------- the README's route
+def test_the_readme_section_is_under_20_lines():
+    blocks = readme_blocks()
+    assert set(blocks) == {"python", "toml", "yaml"}
+    assert sum(len([line for line in code.splitlines() if line.strip()]) for code in blocks.values()) < 20
+
+
+def test_the_readme_optimizer_runs_on_the_ci_profiles_of_two_studies(isolated, tmp_path, capsys):
+    """Installed as an entry point only: found by its name the first time params.yaml's methods are checked."""
+    name, value = readme_package(isolated)
+    assert name == "local_search" and name not in baselines.REGISTRY
+    params = study_params(tmp_path)
+    runs = tmp_path / "runs"
+    common = ["--params", str(params), "--profile", "ci", "--runs-dir", str(runs), "--method", name, "--no-track",
+              "--quiet"]
+    # the synthetic ci profile selected down to one run (d = 200, N = 100, 1000 iterations)
+    assert main(["run", "synthetic", *common, "--setting", "d200_N100", "--function", "ellipsoid", "--seed", "0"]) == 0
+    assert baselines.REGISTRY[name].__module__ == "my_package.search"  # loaded from the entry point
+    # the image ci profile's runs of the method: d = 100, noise 0% and 60%, 30 iterations of N = 100
+    assert main(["run", "image", *common]) == 0
+    done = records(runs)
+    assert sorted((r["config"]["study"], r["config"]["setting"]) for r in done) == [
+        ("image", "d100"), ("image", "d100"), ("synthetic", "d200_N100")]
+    for r in done:
+        result = r["result"]
+        assert r["config"]["method"] == name and result["status"] == "completed"
+        assert result["evals_per_iteration"] == 100 and result["curve"]["nfev"][-1] == 100 * r["config"]["budget"][
+            "max_iter"]
+        assert "my_package" not in json.dumps(r["config"])  # configs and records hold the registry name only
+    synthetic = next(r for r in done if r["config"]["study"] == "synthetic")["result"]["final"]
+    assert synthetic["f_mean"] == synthetic["f_best"]  # the plugin's code ran: its mean is its best sample
+    image = [r["result"]["final"] for r in done if r["config"]["study"] == "image"]
+    assert all(0.0 <= f["test_accuracy"] <= 1.0 for f in image)
+
+
+def test_the_plugins_section_imports_only_what_it_allows(isolated, tmp_path, capsys):
+    """The README's `plugins:` block, nothing installed; two workers load the class too."""
+    blocks = readme_blocks()
+    write_package(isolated, {"my_package.search": blocks["python"]})
+    plugins = yaml.safe_load(blocks["yaml"])["plugins"]
+    params = study_params(tmp_path, plugins=plugins)
+    runs = tmp_path / "runs"
+    with open(params) as fh:
+        text = yaml.safe_load(fh)
+    text["synthetic"]["profiles"]["ci"]["iterations"]["d200_N100"] = 60  # a small iteration override
+    params.write_text(yaml.safe_dump(text))
+    assert main(["run", "synthetic", "--params", str(params), "--profile", "ci", "--runs-dir", str(runs),
+                 "--method", "local_search", "--setting", "d200_N100", "--function", "ellipsoid", "--workers", "2",
+                 "--no-track", "--quiet"]) == 0  # two seeds, one per spawned worker process
+    assert baselines.imported_plugins() == ["my_package.search:LocalSearch"]
+    done = records(runs)
+    assert [r["config"]["seed"] for r in done if r["config"]["method"] == "local_search"] in ([0, 1], [1, 0])
+    assert all(r["result"]["status"] == "completed" and "my_package" not in json.dumps(r) for r in done)
+
+    capsys.readouterr()
+    text["plugins"] = {"allow": [], "optimizers": ["my_package.search:LocalSearch"]}
+    params.write_text(yaml.safe_dump(text))
+    del sys.modules["my_package.search"]
+    assert main(["list", "synthetic", "--params", str(params), "--runs-dir", str(runs)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {params}: plugins.optimizers[0] = 'my_package.search:LocalSearch': module 'my_package.search' is "
+        "not in plugins.allow (empty); list it there to let it be imported"]
+    assert "my_package.search" not in sys.modules
+
+
+def test_plugins_section_refusals(isolated):
+    write_package(isolated, {"toy_plugins.mod": (
+        "from sabo.protocol import AskTellOptimizer\n"
+        "VALUE = 3\n"
+        "class Unnamed(AskTellOptimizer):\n"
+        "    pass\n"), "toy_plugins.clash": (
+        "from sabo.protocol import AskTellOptimizer\n"
+        "class Clash(AskTellOptimizer):\n"
+        "    name = 'sabo'\n")})
+    refused_before_any_import = [
+        ({"optimizers": ["toy_plugins.mod"], "allow": ["toy_plugins.mod"]},
+         "plugins.optimizers[0] = 'toy_plugins.mod': must be 'package.module:Class'"),
+        ({"optimizers": ["toy_plugins.mod:VALUE"]},
+         "plugins.optimizers[0] = 'toy_plugins.mod:VALUE': module 'toy_plugins.mod' is not in plugins.allow (empty)"),
+        ({"optimizers": ["toy_plugins.mod:VALUE"], "allow": ["toy_plugins"]},  # a package does not allow its modules
+         "module 'toy_plugins.mod' is not in plugins.allow (toy_plugins)"),
+        ({"allow": ["toy_plugins..mod"]}, "plugins.allow[0] = 'toy_plugins..mod': must be a module path"),
+        ({"allowed": ["toy_plugins.mod"]}, "plugins.allowed = ['toy_plugins.mod']: unknown key (allowed here: allow, "
+                                           "optimizers)"),
+    ]
+    refused_after_import = [
+        ({"optimizers": ["no_such_package.mod:X"], "allow": ["no_such_package.mod"]},
+         "'no_such_package.mod:X': module 'no_such_package.mod' cannot be imported: ModuleNotFoundError: No module "
+         "named 'no_such_package'"),
+        ({"optimizers": ["toy_plugins.mod:Missing"], "allow": ["toy_plugins.mod"]},
+         "module 'toy_plugins.mod' has no attribute 'Missing'"),
+        ({"optimizers": ["toy_plugins.mod:VALUE"], "allow": ["toy_plugins.mod"]},
+         "'toy_plugins.mod:VALUE' is 3, not a subclass of sabo.protocol.AskTellOptimizer"),
+        ({"optimizers": ["toy_plugins.mod:Unnamed"], "allow": ["toy_plugins.mod"]},
+         "Unnamed declares no registry name"),
+        ({"optimizers": ["toy_plugins.clash:Clash"], "allow": ["toy_plugins.clash"]},
+         "module 'toy_plugins.clash' cannot be imported: ValueError: optimizer name 'sabo' of "
+         "toy_plugins.clash.Clash is already registered for sabo.sabo.SABO"),
+    ]
+    for i, (plugins, message) in enumerate(refused_before_any_import + refused_after_import):
+        with pytest.raises(UsageError) as refused:
+            validate_params({"plugins": plugins})
+        assert message in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+        if i < len(refused_before_any_import):
+            assert "toy_plugins.mod" not in sys.modules
+
+
+# ---------------------------------------------------------------------------- entry points
+BROKEN = {
+    "toy_good": "toy_broken.good:Good",
+    "missing_module": "toy_broken.missing:Cls",
+    "not_a_class": "toy_broken.good:VALUE",
+    "misnamed": "toy_broken.good:Good2",
+}
+GOOD = """
+from sabo.protocol import AskTellOptimizer
+
+VALUE = 1
+
+
+class Good(AskTellOptimizer):
+    name = "toy_good"
+
+    def __init__(self, x0, sigma0=1.0, popsize=4, seed=None, *, nonfinite="raise"):
+        super().__init__(x0, sigma0=sigma0, popsize=popsize, seed=seed, nonfinite=nonfinite)
+
+
+class Good2(Good):
+    name = "other_name"
+"""
+
+
+def test_a_broken_entry_point_gives_one_line_naming_it(isolated):
+    write_package(isolated, {"toy_broken.good": GOOD}, BROKEN, dist="toy-broken")
+    where = "(group sabo_bench.optimizers, distribution toy-broken 0.1)"
+    with pytest.raises(PluginError) as broken:
+        baselines.find("missing_module")
+    assert str(broken.value) == (f"entry point 'missing_module' = 'toy_broken.missing:Cls' {where} cannot be loaded: "
+                                 "ModuleNotFoundError: No module named 'toy_broken.missing'")
+    assert baselines.find("no_such_plugin") is None
+    with pytest.raises(ValueError, match=r"unknown optimizer 'no_such_plugin'; .*nevergrad\[:<algorithm>\].*installed "
+                                         r"plugins, loaded on first use: misnamed, missing_module, not_a_class, "
+                                         r"toy_good"):
+        baselines.make("no_such_plugin", x0=np.ones(2))
+    with pytest.raises(PluginError) as problems:
+        baselines.load_plugins()
+    assert str(problems.value).splitlines() == [
+        f"entry point 'missing_module' = 'toy_broken.missing:Cls' {where} cannot be loaded: ModuleNotFoundError: No "
+        "module named 'toy_broken.missing'",
+        f"entry point 'not_a_class' = 'toy_broken.good:VALUE' {where} is 1, not a subclass of "
+        "sabo.protocol.AskTellOptimizer",
+        f"entry point 'misnamed' = 'toy_broken.good:Good2' {where}: the entry point's name must be the class's "
+        "registry name 'other_name'"]
+    assert baselines.REGISTRY["toy_good"].__module__ == "toy_broken.good"  # the good one is loaded all the same
+
+    params = {"synthetic": {**small_params(), "methods": {"not_a_class": {}}}}
+    with pytest.raises(UsageError) as refused:
+        validate_params(params)
+    assert str(refused.value) == (f"params.yaml: synthetic.methods: key 'not_a_class' entry point 'not_a_class' = "
+                                  f"'toy_broken.good:VALUE' {where} is 1, not a subclass of "
+                                  "sabo.protocol.AskTellOptimizer")
+
+
+def test_two_distributions_declaring_one_name_are_refused(isolated):
+    write_package(isolated, {"toy_a.mod": GOOD}, {"toy_good": "toy_a.mod:Good"}, dist="toy-a")
+    write_package(isolated, {"toy_b.mod": GOOD}, {"toy_good": "toy_b.mod:Good"}, dist="toy-b")
+    with pytest.raises(PluginError, match="optimizer plugin 'toy_good' is declared by several entry points: "
+                                          "entry point 'toy_good' = 'toy_.\\.mod:Good'"):
+        baselines.find("toy_good")
+    assert "toy_a.mod" not in sys.modules and "toy_b.mod" not in sys.modules
+
+
+def small_params() -> dict:
+    return {"profile": "tiny", "profiles": {"tiny": {"seeds": [0], "iterations": {"d4_N4": 5}}},
+            "settings": {"d4_N4": {"dim": 4, "popsize": 4}}, "functions": ["ellipsoid"],
+            "mu0": {"low": 0.0, "high": 1.0}, "sigma0": 1.0}
+
+
+# ---------------------------------------------------------------------------- saved files import nothing
+def test_no_saved_state_or_checkpoint_can_make_a_module_be_imported(isolated, tmp_path):
+    name, value = readme_package(isolated)  # installed, not loaded
+    module = value.partition(":")[0]
+    state = baselines.make("ingo", x0=np.ones(3), seed=0).state_dict()
+    for named in (name, value, module):
+        with pytest.raises(ValueError, match=f"state\\['optimizer'\\] names an unknown optimizer '{named}'"):
+            sabo.protocol.AskTellOptimizer.from_state_dict({**state, "optimizer": named})
+    assert module not in sys.modules and name not in baselines.REGISTRY
+
+    cfg = small_config("sabo", dim=6, popsize=4, T=30)
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=10)
+    for named in (name, value):  # a checkpoint whose saved optimizer names the plugin
+        saved = read_state(ckpt)
+        saved["optimizer"]["optimizer"] = named
+        write_state(ckpt, saved)
+        record = execute(cfg, tmp_path / "runs")
+        assert record["provenance"]["resumed"] == 0 and record["result"]["status"] == "completed"
+        assert module not in sys.modules and name not in baselines.REGISTRY
+        record_path(tmp_path / "runs", cfg).unlink()
+        ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=10)
+    assert len(quarantined_files(tmp_path / "runs")) == 2
