@@ -232,7 +232,7 @@ def plot_ecdf(runs: list[Run], methods: list[str], budgets: dict, path: Path, ti
             if not sel:
                 continue
             times = np.sort(np.array([t for r in sel for t in r.runtimes], dtype=float)) / dim
-            x = np.concatenate([[1.0], times, [budgets[(suite, dim)] / dim]])
+            x = np.concatenate([[1.0 / dim], times, [budgets[(suite, dim)] / dim]])  # from the first evaluation
             y = np.concatenate([[0.0], np.arange(1, times.size + 1), [times.size]]) / (len(sel) * TARGETS.size)
             kw = figures.style(method)
             ax.step(x, y, where="post", lw=1.4, ms=4, markevery=0.12, **kw)
