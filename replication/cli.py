@@ -253,6 +253,10 @@ def cmd_run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if not configs:
         if args.allow_empty:
+            # a DVC stage's output runs/<study>/<setting>/<method> exists even when its profile runs nothing there
+            for setting in args.setting or ():
+                for method in args.method or ():
+                    Path(args.runs_dir, args.study, setting, method).mkdir(parents=True, exist_ok=True)
             print(f"profile {params[args.study]['profile']!r} of study {args.study!r} has no run matching the "
                   "selection: nothing to do")
             return 0
@@ -279,7 +283,7 @@ def cmd_run_one(args) -> int:
     from tqdm.auto import tqdm
 
     config = configs[0]
-    bar = tqdm(total=config.budget["max_iter"], desc=config.label, unit="it", disable=args.quiet)
+    bar = tqdm(total=config.budget.get("max_iter"), desc=config.label, unit="it", disable=args.quiet)
 
     def progress(nit, _max_iter):
         bar.update(nit - bar.n)
@@ -381,7 +385,8 @@ def cmd_report(args) -> int:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
     logger = make_logger(args, params)
-    outcome = study.report(params, records, Path(args.out), tracker=logger)
+    outcome = study.report(params, records, Path(args.out), tracker=logger,
+                           runs_dir=None if args.from_table else Path(args.runs_dir))
     from .outcomes import write_outcomes
     from .table import table_path, write_table
 

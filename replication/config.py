@@ -138,3 +138,11 @@ class RunConfig:
     def optimizer_seed(self) -> int:
         ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.problem, self.method])])
         return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def iterations(budget: dict, evals_per_iteration: int) -> int:
+    """The iterations a ``budget`` allows: ``max_iter``, or the whole iterations of ``evals_per_iteration``
+    evaluations that fit in ``max_evals`` (an estimate where the iterations differ in size)."""
+    if "max_iter" in budget:
+        return int(budget["max_iter"])
+    return int(budget["max_evals"]) // int(evals_per_iteration)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import baselines
 
-from .config import RunConfig
+from .config import RunConfig, iterations
 
 
 def optimizer_class(config: RunConfig) -> type:
@@ -37,17 +37,17 @@ def evaluations_per_iteration(cls: type, dim: int, popsize) -> int:
 
 
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
-    """T iterations of (the optimizer's own work + its evaluations x ``eval_cost``), in the units of
+    """T iterations (``max_iter``, or as many as fit in ``max_evals``: :func:`replication.config.iterations`)
+    of (the optimizer's own work + its evaluations x ``eval_cost``), in the units of
     :meth:`~sabo.protocol.AskTellOptimizer.cost_per_iteration` (one coordinate of one sample).
 
     A run with ``max_iter = 0`` has no optimizer (the engine evaluates ``x0`` once, e.g. the
     prompt study's zero-shot row, whose method is not an optimizer): it costs one evaluation.
     """
-    iterations = int(config.budget["max_iter"])
-    if iterations == 0:
+    if config.budget.get("max_iter") == 0:
         return float(eval_cost)
     cls = optimizer_class(config)
     popsize = config.params.get("popsize")
     evaluations = evaluations_per_iteration(cls, dim, popsize)
     popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
-    return iterations * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)
+    return iterations(config.budget, evaluations) * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

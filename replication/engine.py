@@ -23,8 +23,19 @@
   up to that point; it is a result, not a crash.
 * A problem with a ``final_evaluation(mean)`` method is evaluated once more at the end (e.g. a
   test set too large to score at every curve point); its dict is ``result["final_evaluation"]``.
+* Budget: ``{"max_iter": T}`` (T iterations) or ``{"max_evals": E}`` (whole iterations while the
+  next one, of the optimizer's ``evals_per_iteration``, fits in E function evaluations: a budget
+  stated in evaluations, e.g. COCO's multiple of the dimension; the curve's log grid is laid out
+  for E over the first iteration's size, and the last iteration is always a curve point).
 * A run with ``budget = {"max_iter": 0}`` is an evaluation without an optimizer (e.g. the
   zero-shot row of a table): its record holds ``metrics(x0)`` and ``final_evaluation(x0)``.
+* A problem that writes its own files as it evaluates (``attach_output(directory)``, e.g. COCO's
+  observer) gets a fresh directory ``<hash>.files.partial`` before the first evaluation; at the
+  end the engine calls its ``close()`` and renames the directory to ``<hash>.files`` before
+  writing the record (the record is the commit: a ``.files`` directory without a record is a
+  leftover, deleted with any ``.partial`` one when the run starts again). Such a run is not
+  checkpointed: its files cannot be rewound to a checkpoint, so an interrupted one restarts from
+  its first iteration (meant for runs of seconds to minutes).
 * Timed: ``provenance`` holds ``started_utc`` and ``finished_utc`` (UTC, milliseconds) and
   ``curve_time_unix_s``, the wall time at which each curve point was computed (kept in the
   checkpoint; None for points of a checkpoint written before it was kept); MLflow shows them as
@@ -36,6 +47,7 @@ import functools
 import importlib.metadata
 import os
 import platform
+import shutil
 import subprocess
 import time
 import warnings
@@ -50,7 +62,7 @@ from sabo import SettingsWarning
 from sabo.protocol import NonFiniteValueError
 
 from . import stopping
-from .config import RunConfig
+from .config import RunConfig, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
 from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
@@ -74,6 +86,11 @@ def checkpoint_path(runs_dir, config: RunConfig) -> Path:
 
 def lock_path(runs_dir, config: RunConfig) -> Path:
     return record_path(runs_dir, config).with_suffix(".lock")
+
+
+def files_path(runs_dir, config: RunConfig) -> Path:
+    """The directory of the files a run's problem wrote itself (``attach_output``), next to its record."""
+    return record_path(runs_dir, config).with_suffix(".files")
 
 
 def record_problem(record, config: RunConfig) -> str | None:
@@ -214,22 +231,31 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         remove_stale_temporaries(path)
     study = get_study(config.study)
     problem = study.make_problem(config)
-    max_iter = int(config.budget["max_iter"])
-    if max_iter == 0:
+    if config.budget.get("max_iter") == 0:
         return _evaluate_only(config, problem, runs_dir)
     params = dict(config.params)
     # a study may run one optimizer under several labels (e.g. a variant with another grid)
     optimizer = params.pop("optimizer", config.method)
+    files = files_path(runs_dir, config) if hasattr(problem, "attach_output") else None
     resumed = None
-    if ckpt.exists():
-        resumed = _resume(ckpt, config, optimizer, problem, max_iter)
+    if files is not None:  # not resumable (module docstring): start afresh, leftovers removed
+        ckpt.unlink(missing_ok=True)
+        partial = files.with_name(files.name + ".partial")
+        for leftover in (files, partial):
+            shutil.rmtree(leftover, ignore_errors=True)
+        partial.mkdir(parents=True)
+        problem.attach_output(partial)
+    elif ckpt.exists():
+        resumed = _resume(ckpt, config, optimizer, problem)
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
         opt, curve, stamps, elapsed, resumes, started = resumed
+        max_iter = iterations(config.budget, opt.evals_per_iteration)
     else:
         opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params,
-                             **_budget_argument(optimizer, params, problem.x0.size, max_iter))
+                             **_budget_argument(optimizer, params, problem.x0.size, config.budget))
+        max_iter = iterations(config.budget, opt.evals_per_iteration)
         curve, stamps, elapsed, resumes, started = Curve(max_iter), [], 0.0, 0, _now()
 
     def add_point():
@@ -240,12 +266,22 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         add_point()
 
     def save_checkpoint():
+        if files is not None:
+            return
         write_state(ckpt, {"schema": CHECKPOINT_SCHEMA, "config_hash": config.hash, "config": config.to_dict(),
                            "optimizer": opt.state_dict(), "curve": curve.state(), "curve_time_unix_s": stamps,
                            "problem": problem.get_state(),
                            "elapsed": elapsed + time.perf_counter() - t0, "resumes": resumes, "started": started})
 
-    status, message = "completed", "maximum number of iterations reached"
+    max_evals = config.budget.get("max_evals")
+
+    def within_budget() -> bool:
+        """Another iteration fits: checked at iteration boundaries, so an evaluation budget is never
+        exceeded even where the iterations differ in size (MMES evaluates x0 in its first one)."""
+        return opt.nit < max_iter if max_evals is None else opt.nfev + opt.evals_per_iteration <= max_evals
+
+    status, message = "completed", ("maximum number of iterations reached" if max_evals is None else
+                                     "evaluation budget reached")
     t0 = last_save = time.perf_counter()
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"), stopping.iterations(), \
             warnings.catch_warnings():
@@ -253,14 +289,16 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         # would say (KL radius, safeguard counts, perturbation size)
         warnings.simplefilter("ignore", SettingsWarning)
         try:
-            while opt.nit < max_iter:
+            mid_iteration = False
+            while mid_iteration or within_budget():
                 if stopping.requested() is not None:
                     save_checkpoint()
                     stopping.check()
                 nit = opt.nit
                 X = opt.ask()
                 opt.tell(X, problem.objective(X))
-                if opt.nit == nit:
+                mid_iteration = opt.nit == nit
+                if mid_iteration:
                     continue  # first round of a two-round (SABO) iteration
                 if curve.due(opt.nit):
                     add_point()
@@ -273,8 +311,8 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
                     last_save = now
         except (NonFiniteValueError, FloatingPointError) as exc:
             status, message = "diverged", str(exc)
-            if curve.columns["nit"][-1] != opt.nit:
-                add_point()
+        if curve.columns["nit"][-1] != opt.nit:  # past the grid's end (an evaluation budget) or diverged
+            add_point()
     result = {
         "status": status,
         "message": message,
@@ -285,21 +323,27 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         "stats": jsonable(opt.stats),
         **_final_evaluation(problem, opt.mean),
     }
+    if files is not None:
+        problem.close()  # flushes the problem's files
+        partial.rename(files)
     record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes, stamps)
     ckpt.unlink(missing_ok=True)
     return record
 
 
-def _budget_argument(optimizer: str, params: dict, dim: int, max_iter: int) -> dict:
+def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> dict:
     """``{"budget": evaluations}`` for an optimizer whose constructor takes the run's budget (Nevergrad's
-    algorithms plan by it), else nothing: ``max_iter`` iterations of
+    algorithms plan by it), else nothing: ``max_evals``, or ``max_iter`` iterations of
     :func:`~replication.costs.evaluations_per_iteration` evaluations."""
     if "budget" not in baselines.parameters(optimizer):
         return {}
-    return {"budget": max_iter * evaluations_per_iteration(baselines.get(optimizer), dim, params.get("popsize"))}
+    if "max_evals" in budget:
+        return {"budget": int(budget["max_evals"])}
+    return {"budget": int(budget["max_iter"]) * evaluations_per_iteration(baselines.get(optimizer), dim,
+                                                                          params.get("popsize"))}
 
 
-def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: int):
+def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
     """(optimizer, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
 
     ``stamps`` are the wall times of the curve points (None for points of a checkpoint written
@@ -317,7 +361,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem, max_iter: in
         opt = baselines.restore(optimizer, state["optimizer"])  # the class from the config's name, not the file
         if opt.dim != problem.x0.size:
             raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
-        curve = Curve.from_state(max_iter, state["curve"])
+        curve = Curve.from_state(iterations(config.budget, opt.evals_per_iteration), state["curve"])
         stamps = state.get("curve_time_unix_s", [None] * len(curve.columns["nit"]))
         if not (isinstance(stamps, list) and len(stamps) == len(curve.columns["nit"])
                 and all(t is None or isinstance(t, float) for t in stamps)):

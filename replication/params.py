@@ -56,7 +56,8 @@ from .names import is_valid_name, name_problem
 #: study -> "module:Model" of its section of params.yaml
 SCHEMAS = {"synthetic": "replication.synthetic.params:SyntheticParams",
            "image": "replication.image.params:ImageParams",
-           "prompt": "replication.prompt.params:PromptParams"}
+           "prompt": "replication.prompt.params:PromptParams",
+           "bbob": "replication.bbob.params:BbobParams"}
 
 _RULE = "params_rule"   # a leaf's value is outside its allowed range; the message says what is allowed
 _AT = "params_at"       # a problem found by a check below the location pydantic reports (ctx: _at, _value, _key)

@@ -19,6 +19,13 @@ class Problem(Protocol):
     Optional: ``final_evaluation(mean) -> dict[str, float]``, called once at the end of a run
     (and of a ``max_iter = 0`` evaluation) for what is too costly to compute at every curve
     point, e.g. a large test set; the engine stores it as ``result["final_evaluation"]``.
+
+    Optional, together: ``attach_output(directory)`` and ``close()``, for a problem that writes
+    files of its own as it evaluates (COCO's observer, :mod:`replication.bbob.problem`). The
+    engine passes a fresh directory of the run's own before the first evaluation, calls
+    ``close()`` after ``final_evaluation`` and commits the directory with the record
+    (:func:`replication.engine.files_path`); such a run is never checkpointed and restarts from
+    its beginning when interrupted (:mod:`replication.engine`).
     """
 
     x0: np.ndarray

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .problem import Problem
 
 STUDIES = {"synthetic": "replication.synthetic.study", "image": "replication.image.study",
-           "prompt": "replication.prompt.study"}
+           "prompt": "replication.prompt.study", "bbob": "replication.bbob.study"}
 """study name -> module implementing :class:`Study`. Adding a study is one line here."""
 
 
@@ -38,12 +38,13 @@ class Study(Protocol):
 
     ``cost(config) -> float``: a rough relative cost, used to start long runs first.
 
-    ``report(params, records, out_dir, *, tracker=None) -> dict``: write the study's tables,
+    ``report(params, records, out_dir, *, tracker=None, runs_dir=None) -> dict``: write the study's tables,
     figures and claim verdicts under ``out_dir`` from the finished run records (those of
     ``configs(params)`` that exist); returns ``{"files": [paths written], "claims": [verdict
     dicts]}`` (:func:`replication.claims.write_report` writes the markdown and the claims file).
     ``tracker``, when given, has ``log_setting_artifacts(study, setting, paths)`` to attach
-    figures to MLflow.
+    figures to MLflow. ``runs_dir``: where the records are, for a study whose runs wrote files of
+    their own (:func:`replication.engine.files_path`); None when the records come from a run table.
 
     ``REPORT_NAME: str``: the stem of the report's files, ``<out_dir>/<REPORT_NAME>.md`` and
     ``<REPORT_NAME>_claims.json``; ``sabo-bench report`` reads the claims file already there
@@ -67,7 +68,7 @@ class Study(Protocol):
 
     def cost(self, config: RunConfig) -> float: ...
 
-    def report(self, params: dict, records: list[dict], out_dir: Path, *, tracker=None) -> dict: ...
+    def report(self, params: dict, records: list[dict], out_dir: Path, *, tracker=None, runs_dir=None) -> dict: ...
 
     REPORT_NAME: str
 

@@ -161,9 +161,10 @@ def test_ngopt_fails_clearly_where_it_chooses_metamodel_under_this_numpy():
 
 
 def test_the_engine_passes_the_budget_and_resumes_a_nevergrad_run_identically(tmp_path):
-    assert engine._budget_argument("nevergrad:NGOpt", {"popsize": 10}, 10, 100) == {"budget": 1000}
-    assert engine._budget_argument("nevergrad", {"popsize": None}, 12, 30) == {"budget": 30 * (4 + 7)}
-    assert engine._budget_argument("sabo", {"popsize": 8}, 12, 30) == {}  # SABO takes no budget
+    assert engine._budget_argument("nevergrad:NGOpt", {"popsize": 10}, 10, {"max_iter": 100}) == {"budget": 1000}
+    assert engine._budget_argument("nevergrad", {"popsize": None}, 12, {"max_iter": 30}) == {"budget": 30 * (4 + 7)}
+    assert engine._budget_argument("nevergrad", {"popsize": 10}, 12, {"max_evals": 555}) == {"budget": 555}
+    assert engine._budget_argument("sabo", {"popsize": 8}, 12, {"max_iter": 30}) == {}  # SABO takes no budget
     # d = 10, 10 workers, 1000 evaluations: NGOpt chooses CMA-ES (not MetaModel: README, known failure)
     cfg = small_config("ngopt", dim=10, popsize=10, T=100, optimizer="nevergrad:NGOpt")
     assert cfg.code_version.endswith("+nevergrad:NGOpt.r1")

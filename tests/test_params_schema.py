@@ -49,11 +49,11 @@ def tiny(mutate):
 # -- the current file ------------------------------------------------------------------------------
 def test_the_current_params_yaml_validates():
     models = validate_params(copy.deepcopy(PARAMS))
-    assert set(models) == {"synthetic", "image", "prompt"}
+    assert set(models) == {"synthetic", "image", "prompt", "bbob"}
     assert models["image"].methods["sabo_small_rho"]["optimizer"] == "sabo"
 
 
-@pytest.mark.parametrize("study", ["synthetic", "image", "prompt"])
+@pytest.mark.parametrize("study", ["synthetic", "image", "prompt", "bbob"])
 def test_the_current_params_yaml_passes_the_command_line(study, tmp_path, capsys):
     assert run_list(tmp_path, None, study, text=(ROOT / "params.yaml").read_text()) == 0
     assert capsys.readouterr().err == ""
@@ -206,12 +206,24 @@ BAD_OTHERS = [
      ["prompt.profiles.offline.iterations = -1", "integer >= 0"]),
     ("prompt", lambda s: s["methods"].update(zero_shot={}), ["prompt.methods: key 'zero_shot'", "reserved"]),
     ("prompt", lambda s: s.update(k_shot=0), ["prompt.k_shot = 0", "integer >= 1"]),
+    ("bbob", lambda s: s["profiles"]["reduced"]["suites"]["bbob"].update(dims=[2, 7]),
+     ["bbob.profiles.reduced.suites.bbob.dims[1] = 7", "not one of bbob's dims (2, 3, 5, 10, 20, 40)"]),
+    ("bbob", lambda s: s["profiles"]["reduced"]["suites"]["bbob"].update(functions=[25]),
+     ["bbob.profiles.reduced.suites.bbob.functions[0] = 25", "not one of bbob's functions (1-24)"]),
+    ("bbob", lambda s: s["profiles"]["reduced"]["suites"]["bbob"].update(budget=0),
+     ["bbob.profiles.reduced.suites.bbob.budget = 0", "integer >= 1"]),
+    ("bbob", lambda s: s["profiles"]["reduced"]["suites"].update(
+        {"bbob-biobj": {"dims": [2], "budget": 10, "instances": [1]}}),
+     ["bbob.profiles.reduced.suites", "bbob, bbob-largescale, bbob-noisy"]),
+    ("bbob", lambda s: s["profiles"]["reduced"]["suites"]["bbob"].update(methods=["turbo"]),
+     ["bbob.profiles.reduced.suites.bbob.methods[0] = 'turbo'", "not a method of bbob.methods"]),
+    ("bbob", lambda s: s["methods"]["sabo"].update(rho=[0.1, 1.0]), ["bbob.methods.sabo.rho", "single value"]),
 ]
 
 
 @pytest.mark.parametrize("study,mutate,expected", BAD_OTHERS,
                          ids=[f"{c[0]}-{c[2][0].split(' ')[0]}" for c in BAD_OTHERS])
-def test_a_bad_image_or_prompt_section_is_one_line(study, mutate, expected, tmp_path, capsys):
+def test_a_bad_image_prompt_or_bbob_section_is_one_line(study, mutate, expected, tmp_path, capsys):
     assert run_list(tmp_path, bad_other(study, mutate), study) == 2
     line = one_error_line(capsys)
     for needle in expected:
@@ -224,7 +236,7 @@ def test_a_bad_image_or_prompt_section_is_one_line(study, mutate, expected, tmp_
     ("- synthetic\n", "must be a mapping of study sections"),
     ("synthetic: [\n", "not valid YAML"),
     (yaml.safe_dump({**TINY, "synthethic": {}}),
-     "synthethic = {}: unknown key (allowed here: synthetic, image, prompt, plugins)"),
+     "synthethic = {}: unknown key (allowed here: synthetic, image, prompt, bbob, plugins)"),
 ])
 def test_a_bad_file_is_one_line(text, expected, tmp_path, capsys):
     assert run_list(tmp_path, None, text=text) == 2

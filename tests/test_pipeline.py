@@ -71,7 +71,7 @@ def test_report_stages_keep_the_old_report_while_they_run():
     overwrite the committed full report."""
     dvc = load("dvc.yaml")
     reports = [name for name, stage in dvc["stages"].items() if " report " in f" {body(stage)['cmd']} "]
-    assert sorted(reports) == ["image_report", "prompt_report", "synthetic_report"]
+    assert sorted(reports) == ["bbob_report", "image_report", "prompt_report", "synthetic_report"]
     for name in reports:
         for out in [*dvc["stages"][name]["outs"], *dvc["stages"][name]["metrics"]]:
             (path, options), = out.items()
@@ -79,7 +79,7 @@ def test_report_stages_keep_the_old_report_while_they_run():
         assert dvc["stages"][name]["cmd"].endswith("--out results")  # no --force: a refusal stops the stage
 
 
-RUN_STAGES = ("synthetic", "image", "prompt")
+RUN_STAGES = ("synthetic", "image", "prompt", "bbob")
 CODE = ("sabo", "baselines", "replication/engine.py", "replication/config.py", "replication/curve.py")
 
 

@@ -144,7 +144,7 @@ def outcomes(params: dict, records: list[dict]) -> dict:
                                                  extra_labels=("setting", "noise_rate"))}
 
 
-def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
+def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir=None) -> dict:
     from .report import report as _report
 
     return _report(params, records, out_dir, tracker=tracker)

@@ -293,7 +293,7 @@ def outcomes(params: dict, records: list[dict]) -> dict:
                         "zero_shot_test_metric": {t: number(v) for t, v in sorted(zero_shot(records).items())}}}
 
 
-def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
+def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir=None) -> dict:
     from .report import report as _report
 
     return _report(params, records, out_dir, tracker=tracker)

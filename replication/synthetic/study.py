@@ -97,7 +97,7 @@ def configs(params: dict) -> list[RunConfig]:
     return out
 
 
-def report(params: dict, records: list[dict], out_dir, *, tracker=None) -> dict:
+def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir=None) -> dict:
     from .report import report as _report
 
     return _report(params, records, out_dir, tracker=tracker)
