@@ -65,6 +65,8 @@ from sabo.protocol import AskTellOptimizer
 from sabo.state import Array, to_data, tree_equal
 from sabo.validation import check_x0
 
+from .replay import TOLD_FIELD, TellReplay
+
 # pycma option -> why it may not be passed through ``options``
 FORBIDDEN_OPTIONS = {
     "seed": "it reseeds NumPy's global RNG; pass seed= to CMAES",
@@ -103,7 +105,7 @@ class GeneratorNormal:
         return self.rng.standard_normal(shape)
 
 
-class CMAES(AskTellOptimizer):
+class CMAES(TellReplay, AskTellOptimizer):
     """pycma's CMA-ES under the suite's ask/tell protocol.
 
     Parameters
@@ -129,7 +131,7 @@ class CMAES(AskTellOptimizer):
 
     name = "cmaes"
     _STATE_FIELDS = (
-        Array("told", lambda o: (None, o._popsize), attr="_told_values"),  # one row per completed iteration
+        TOLD_FIELD,
         Array("mean_after_tell", lambda o: (o._dim,)),
     ) + AskTellOptimizer._STATE_FIELDS
 
@@ -230,15 +232,6 @@ class CMAES(AskTellOptimizer):
         self._stats["stop"] = dict(es.stop())
 
     # ------------------------------------------------------------------ save / restore (replay)
-    @property
-    def _told_values(self) -> np.ndarray:
-        """The told values as a (nit, popsize) array (saved as the state's ``told``)."""
-        return np.array(self._told, dtype=np.float64).reshape(len(self._told), self._popsize)
-
-    @_told_values.setter
-    def _told_values(self, values: np.ndarray) -> None:
-        self._told = list(values)
-
     def _config(self) -> dict:
         return {**super()._config(), "options": _options_as_data(self._options, "options")}
 
@@ -246,11 +239,6 @@ class CMAES(AskTellOptimizer):
     def _check_config(cls, config: dict) -> None:
         """Refuse string-valued options from a saved state: pycma would ``eval()`` them."""
         _options_as_data(config["options"], "state['config']['options']")
-
-    def _finish_restore(self) -> None:
-        if len(self._told) != self._nit:
-            raise ValueError(f"state['state']['told'] must have one row per completed iteration: nit = {self._nit}, "
-                             f"got {len(self._told)} rows")
 
     def _adopt_rng(self, rng: np.random.Generator) -> None:
         """Rebuild pycma's state by replaying every saved tell on the freshly built optimizer.

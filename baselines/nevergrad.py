@@ -67,6 +67,7 @@ from sabo.state import Array, to_data, tree_equal
 from sabo.validation import check_int, check_x0
 
 from .cmaes import pycma_default_popsize
+from .replay import TOLD_FIELD, TellReplay
 
 #: The member ``nevergrad`` alone builds (see the module docstring for why not NGOpt).
 DEFAULT_ALGORITHM = "DiagonalCMA"
@@ -82,7 +83,7 @@ def nevergrad_module():
     return nevergrad
 
 
-class Nevergrad(AskTellOptimizer):
+class Nevergrad(TellReplay, AskTellOptimizer):
     """A Nevergrad optimizer (``ng.optimizers.registry[algorithm]``) under the suite's ask/tell protocol.
 
     Parameters
@@ -107,7 +108,7 @@ class Nevergrad(AskTellOptimizer):
     name = "nevergrad"
     family_parameter = "algorithm"
     _STATE_FIELDS = (
-        Array("told", lambda o: (None, o._popsize), attr="_told_values"),  # one row per completed batch
+        TOLD_FIELD,                                                   # one row per completed batch
         Array("fingerprint", lambda o: (8,), integer=True, attr="_fingerprint"),
     ) + AskTellOptimizer._STATE_FIELDS
 
@@ -225,14 +226,6 @@ class Nevergrad(AskTellOptimizer):
         return {**super()._config(), "algorithm": self._algorithm, "budget": self._budget}
 
     @property
-    def _told_values(self) -> np.ndarray:
-        return np.array(self._told, dtype=np.float64).reshape(len(self._told), self._popsize)
-
-    @_told_values.setter
-    def _told_values(self, values: np.ndarray) -> None:
-        self._told = list(values)
-
-    @property
     def _fingerprint(self) -> np.ndarray:
         """SHA-256 of Nevergrad's random state and the private global one, as 8 32-bit words."""
         digest = hashlib.sha256()
@@ -244,11 +237,6 @@ class Nevergrad(AskTellOptimizer):
     @_fingerprint.setter
     def _fingerprint(self, value: np.ndarray) -> None:
         self._saved_fingerprint = value
-
-    def _finish_restore(self) -> None:
-        if len(self._told) != self._nit:
-            raise ValueError(f"state['state']['told'] must have one row per completed iteration: nit = {self._nit}, "
-                             f"got {len(self._told)} rows")
 
     def _adopt_rng(self, rng: np.random.Generator) -> None:
         """Rebuild Nevergrad's optimizer by replaying every saved batch; refuse a state it does not reproduce."""
