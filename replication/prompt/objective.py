@@ -647,15 +647,11 @@ class PromptObjective:
             return [(1, int(length)) for f in fws for length in f.lengths]
         return [(f.rows, f.length) for f in fws]
 
-    def n_forwards(self, n: int) -> int:
-        """Forward passes that ``losses`` makes for n candidates."""
-        return len(self._plan(self._batch, n, self._plan_kind()))
-
     def padding_fraction(self, n: int, *, loop: bool = False) -> float:
         """Share of padding among the tokens processed by ``losses`` (``loss_loop``) for n candidates."""
-        fws = self._plan(self._batch, 1, "loop") if loop else self._plan(self._batch, n, self._plan_kind())
-        if self.packed and not loop:
+        if self.packed and not loop:  # packed rows are never padded
             return 0.0
+        fws = self._plan(self._batch, 1, "loop") if loop else self._plan(self._batch, n, self._plan_kind())
         return padding_fraction([f.lengths for f in fws])
 
     # -- forward passes -----------------------------------------------------------------------
