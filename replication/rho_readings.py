@@ -32,9 +32,10 @@ def sabo_variants(methods: dict) -> dict[str, str]:
             if grid.get("optimizer", label) == "sabo"}
 
 
-def measured(records: list[dict], labels) -> dict[tuple[str, float, int], dict]:
+def measured(records: list[dict], labels, dim) -> dict[tuple[str, float, int], dict]:
     """(label, rho, d) -> {"moved": [per-run mean ||Sigma^-1/2 delta_mu||], "safeguard": [per-run share]}.
 
+    ``dim(problem)``: the search dimension d of a run's problem entry (the study's own rule).
     Runs that did not complete one iteration are left out.
     """
     out: dict = defaultdict(lambda: {"moved": [], "safeguard": []})
@@ -45,15 +46,10 @@ def measured(records: list[dict], labels) -> dict[tuple[str, float, int], dict]:
         stats, nit = r["result"]["stats"], r["result"]["final"].get("nit", 0)
         if nit < 1 or "perturbation_mahalanobis_sum" not in stats:
             continue
-        slot = out[(c["method"], float(c["params"]["rho"]), _dim(c["problem"]))]
+        slot = out[(c["method"], float(c["params"]["rho"]), dim(c["problem"]))]
         slot["moved"].append(stats["perturbation_mahalanobis_sum"] / nit)
         slot["safeguard"].append(stats["safeguard_perturbation"] / nit)
     return dict(out)
-
-
-def _dim(problem: dict) -> int:
-    """The search dimension of a problem entry (image: d = 10 d~; others: ``dim``)."""
-    return int(problem["dim"]) if "dim" in problem else 10 * int(problem["d_tilde"])
 
 
 def predicted(dim: int, popsize: int, sigma0: float, rho: float, reading: str, seeds=range(5)) -> dict:

@@ -133,6 +133,6 @@ def test_stand_in_study_end_to_end(tmp_path, monkeypatch, umap_cache):
     assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 6
     assert all(c["reason"] for c in claims["claims"] if c["verdict"] == "not reproduced")
     assert "## The rho question" in md and "Selected test accuracy (%) at equal evaluations" in md
-    sizes = rho_readings.measured(records, {"sabo", "sabo_variant"})
+    sizes = rho_readings.measured(records, {"sabo", "sabo_variant"}, dim=lambda problem: 10 * problem["d_tilde"])
     moved = {rho: np.median(v["moved"]) for (m, rho, _), v in sizes.items()}
     assert set(moved) == {1.0, 100.0, 0.5} and moved[100.0] > 20 * moved[1.0]  # about rho standard deviations

@@ -36,7 +36,7 @@ from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
 from replication.figures import grid_text
 
-from .study import REPORT_NAME, configs
+from .study import REPORT_NAME, configs, search_dim
 
 HERE = Path(__file__).parent
 CLAIMS_FILE = HERE / "claims.yaml"
@@ -229,7 +229,7 @@ def _moved_text(method, reading, sizes, dims, settings) -> str:
     share = [x for (m, _, d), v in sizes.items() if m == method for x in v["safeguard"]]
     if not moved:
         return ""
-    bound = min(rho_readings.theorem_bound(10 * dims[s]) for s in settings)
+    bound = min(rho_readings.theorem_bound(search_dim(dims[s])) for s in settings)
     outside = " (the theorems assume a radius < sqrt(d)/2)" if np.median(moved) > bound else ""
     return (f"rho reading {reading!r}: the perturbation moved the mean a median {np.median(moved):.3g} standard "
             f"deviations, safeguard in a median {np.median(share):.0%} of iterations{outside}")
@@ -243,7 +243,8 @@ def _own_populations(p: dict, settings) -> str:
     for m, grid in p["methods"].items():
         if grid and "popsize" in grid and grid["popsize"] is None:
             cls = baselines.get(grid.get("optimizer", m))
-            sizes = ", ".join(f"{cls.default_popsize(10 * p['dims'][s])} at d = {10 * p['dims'][s]}" for s in settings)
+            sizes = ", ".join(f"{cls.default_popsize(search_dim(p['dims'][s]))} at d = {search_dim(p['dims'][s])}"
+                              for s in settings)
             parts.append(f"{figures.method_label(m)}: its default population, {sizes}")
     return f" ({'; '.join(parts)})" if parts else ""
 
@@ -275,7 +276,7 @@ def rho_section(p, settings, noise_rates, methods, variants, sizes, selected, eq
                + " | paper: SABO - best baseline |", "|---" * (len(baselines) + len(variants) + 3) + "|"]
         for s in settings:
             for r in noise_rates:
-                row = [str(10 * p["dims"][s]), f"{r:.0%}"]
+                row = [str(search_dim(p["dims"][s])), f"{r:.0%}"]
                 row += [cell_text(table.get((s, r, m))) for m in [*baselines, *variants]]
                 row.append(_paper_margin(paper, s, r))
                 md.append("| " + " | ".join(row) + " |")
@@ -330,7 +331,7 @@ def plot(selected, settings, dims, noise_rates, methods, dataset_label, path) ->
             if pts:
                 ax.errorbar([100 * r for r, _ in pts], [s["mean"] for _, s in pts], yerr=[s["std"] for _, s in pts],
                             ms=4, capsize=2, lw=1.2, **figures.style(m))
-        ax.set_title(f"$d = {10 * dims[setting]}$", fontsize=10)
+        ax.set_title(f"$d = {search_dim(dims[setting])}$", fontsize=10)
         ax.set_xlabel("noise rate (%)")
         ax.set_ylabel("test accuracy (%)")
         ax.grid(alpha=0.3)
@@ -361,7 +362,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
             tracker.log_setting_artifacts("image", s, fig_files)
 
     variants = {m: reading for m, reading in rho_readings.sabo_variants(p["methods"]).items() if m in methods}
-    sizes = rho_readings.measured(records, variants)
+    sizes = rho_readings.measured(records, variants, dim=lambda problem: search_dim(problem["d_tilde"]))
     budget = int(prof["iterations"]) * int(p["popsize"])
     equal_evals = {k: select(v, "val") for k, v in cells(records, max_nfev=budget).items()}
     why = {"stand_in": "stand-in data (digits), not Fashion-MNIST" if stand_in else "",
@@ -393,7 +394,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     md += ["## Clean test accuracy (%), selected on validation", "",
            "![accuracy vs noise](figures/noisy_labels.png)", ""]
     for s in settings:
-        md += [f"### d = {10 * p['dims'][s]} (d~ = {p['dims'][s]})", "",
+        md += [f"### d = {search_dim(p['dims'][s])} (d~ = {p['dims'][s]})", "",
                *_table(selected, paper, s, noise_rates, methods, with_paper=True), ""]
     if variants:
         md += rho_section(p, settings, noise_rates, methods, variants, sizes, selected, equal_evals, paper, budget)
@@ -402,7 +403,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            "|---" * (len(methods) + 2) + "|"]
     for s in settings:
         for r in noise_rates:
-            row = [str(10 * p["dims"][s]), f"{r:.0%}"]
+            row = [str(search_dim(p["dims"][s])), f"{r:.0%}"]
             for m in methods:
                 sel = selected.get((s, r, m))
                 row.append("not run" if sel is None else f"{_hp_label(sel['params'])} ({sel['val']:.1f})")
@@ -410,7 +411,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     md += ["", "## Diagnostic only: best configuration chosen on the test set", "",
            "Selecting on the test set overstates every method; shown to bound what selection could give.", ""]
     for s in settings:
-        md += [f"### d = {10 * p['dims'][s]}", "",
+        md += [f"### d = {search_dim(p['dims'][s])}", "",
                *_table(on_test, paper, s, noise_rates, methods, with_paper=False), ""]
     meta = {"profile": profile, "records": len(records), "runs": len(configs(params)), "dataset": names}
     scores = {f"{s}/noise {r:.0%}/{m}": v["mean"] for (s, r, m), v in sorted(selected.items())}

@@ -108,12 +108,17 @@ def make_problem(config: RunConfig):
                                      embedding=emb, validation_fraction=pr["validation_fraction"], split_seed=seed)
 
 
+def search_dim(d_tilde: int) -> int:
+    """d = 10 d~: one weight vector of d~ per class, and every data set of the study has 10 classes."""
+    return 10 * int(d_tilde)
+
+
 def cost(config: RunConfig) -> float:
     """Relative cost: the optimizer's declared per-iteration work (:mod:`replication.costs`) plus
     one mini-batch of logits per evaluation (batch size x d / 10 multiply-adds: d = 10 d~ weights)."""
     from replication.costs import run_cost
 
-    d = 10 * config.problem["d_tilde"]
+    d = search_dim(config.problem["d_tilde"])
     return run_cost(config, dim=d, eval_cost=config.problem["batch_size"] * d / 10)
 
 

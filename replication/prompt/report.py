@@ -249,7 +249,7 @@ def rho_section(p: dict, records: list[dict]) -> list[str]:
           f"Sigma_0 = {float(p['sigma0']) ** 2:g} I on a flat objective with noisy values (i.i.d. N(0, 1), the "
           "regime of a first iteration on a noisy loss); mean over 5 seeds, and the share of seeds in which the "
           "safeguard acted.", "", *rho_readings.sizes_table(rows, figures.method_label), ""]
-    sizes = rho_readings.measured(records, variants)
+    sizes = rho_readings.measured(records, variants, dim=lambda problem: int(problem["dim"]))
     if sizes:
         measured = [(m, variants[m], rho, d, v) for (m, rho, d), v in sorted(sizes.items())]
         md += ["Measured in the runs: per run, the mean over iterations of ||Sigma^-1/2 delta_mu|| and the share of "
