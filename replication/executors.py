@@ -26,13 +26,18 @@ workers are pinned to one visible GPU apiece (round-robin if there are more work
 GPUs; ``--workers`` defaults to the number of GPUs), Ray tasks request ``num_gpus``.
 
 With Ray, workers write checkpoints and records under ``runs_dir``: on a multi-machine
-cluster that directory must be shared storage.
+cluster that directory must be shared storage. Optimizer plugins registered from the parameter
+file (``plugins.optimizers``) are loaded by every worker: local workers inherit the parent's
+``sys.path``; Ray tasks get the directories the parent imported them from prepended to
+``PYTHONPATH`` (enough for a local instance or a shared file system; elsewhere the module must
+be installed on every node, and a worker that cannot import it stops the study with one line).
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -115,7 +120,9 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
             on_record(record)
         runs_done = f"{len(records)}/{len(configs)} runs"
         bar.set_postfix_str(f"{runs_done}, last {RunConfig.from_dict(record['config']).label}", refresh=False)
-        bar.update(shares[record["config_hash"]])
+        # the shares' float sum may end a hair above 100, and tqdm then shows a negative ETA
+        bar.update(bar.total - bar.n if len(records) == len(configs) else min(shares[record["config_hash"]],
+                                                                               bar.total - bar.n))
 
     run = {"ray": _run_ray, "local": _run_serial if workers == 1 else _run_pool}[executor]
     try:
@@ -206,6 +213,31 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
             proc.join()
 
 
+def plugin_pythonpath(plugins: list[str]) -> str:
+    """A worker's ``PYTHONPATH``: the directories the ``module:Class`` plugins came from, then this process's."""
+    roots = []
+    for spec in plugins:
+        module = spec.partition(":")[0]
+        path = os.path.abspath(sys.modules[module].__file__)
+        depth = module.count(".") + (os.path.basename(path) == "__init__.py")
+        for _ in range(depth + 1):
+            path = os.path.dirname(path)
+        if path not in roots:
+            roots.append(path)
+    return os.pathsep.join(roots + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
+def _ray_outcome(ray, ref):
+    """``ray.get(ref)``; a plugin the worker could not load becomes one line (ResourceUnavailable)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, baselines.PluginError):
+            raise ResourceUnavailable(f"a Ray worker cannot load an optimizer plugin: {exc.cause}; the module must be "
+                                      "importable on every node (installed there, or on their PYTHONPATH)") from None
+        raise
+
+
 def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
     """Ray: connects to ``RAY_ADDRESS`` if set, else starts a local instance with ``workers`` CPUs."""
     import ray
@@ -228,14 +260,15 @@ def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_
             raise ResourceUnavailable(f"runs of study {todo[0].study!r} need {needed} GPU(s) each, but the Ray "
                                       f"cluster has {available:g}; start Ray on GPU nodes (or set RAY_ADDRESS)")
         plugins = baselines.imported_plugins()
-        refs = {remote.options(num_gpus=run_gpus(c)).remote(c.to_dict(), str(os.path.abspath(runs_dir)),
-                                                             checkpoint_every_s, wait_for_lock, plugins): c
+        env = {"runtime_env": {"env_vars": {"PYTHONPATH": plugin_pythonpath(plugins)}}} if plugins else {}
+        refs = {remote.options(num_gpus=run_gpus(c), **env).remote(c.to_dict(), str(os.path.abspath(runs_dir)),
+                                                                    checkpoint_every_s, wait_for_lock, plugins): c
                 for c in todo}
         try:
             while refs:
                 done, _ = ray.wait(list(refs), num_returns=1)
                 for ref in done:
-                    config, outcome = refs.pop(ref), ray.get(ref)
+                    config, outcome = refs.pop(ref), _ray_outcome(ray, ref)
                     if outcome == BUSY:
                         busy.append(config)
                     elif outcome is not None:

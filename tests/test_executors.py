@@ -35,11 +35,12 @@ class RecordingBar:
     bars: list = []
 
     def __init__(self, *, total, initial=0, **_):
-        self.total, self.initial, self.updates, self.postfixes = total, initial, [], []
+        self.total, self.initial, self.n, self.updates, self.postfixes = total, initial, initial, [], []
         RecordingBar.bars.append(self)
 
     def update(self, n):
         self.updates.append(n)
+        self.n += n
 
     def set_postfix_str(self, text, refresh=True):
         self.postfixes.append(text)
@@ -63,3 +64,17 @@ def test_progress_counts_each_run_by_its_cost_estimate(tmp_path, monkeypatch):
     assert sorted(bar.updates) == pytest.approx(sorted(100.0 * cost(c) / total for c in configs[1:]))
     assert max(bar.updates) == pytest.approx(2 * min(bar.updates))  # SABO: two rounds per iteration
     assert bar.postfixes[-1].startswith("3/3 runs")
+    assert bar.n == bar.total  # exactly: a float sum a hair above 100 made tqdm show a negative ETA
+
+
+def test_progress_ends_at_its_total_when_the_shares_sum_above_it(tmp_path, monkeypatch):
+    """Float shares may sum a hair above 100 %; the bar must still end exactly at its total (else a negative ETA)."""
+    from replication import executors
+
+    configs = [small_config("ingo", dim=10, T=5, seed=s) for s in range(3)]
+    monkeypatch.setattr(executors, "cost_shares", lambda cs: {c.hash: 100.0 / 3 + 1e-9 for c in cs})
+    monkeypatch.setattr(executors, "tqdm", RecordingBar)
+    RecordingBar.bars = []
+    run_configs(configs, tmp_path, progress=True)
+    bar = RecordingBar.bars[0]
+    assert bar.n == bar.total and all(u >= 0 for u in bar.updates) and len(bar.updates) == 3

@@ -8,6 +8,7 @@ README's class and entry point are the package of the main test, which runs the 
 imported modules and ``sys.path`` are restored after each test.
 """
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from helpers import checkpoint_of, small_config
 import baselines
 import sabo.protocol
 from baselines.plugins import PluginError
+from replication import executors
 from replication.cli import main
 from replication.engine import execute, record_path
 from replication.errors import UsageError
@@ -294,3 +296,39 @@ def test_no_saved_state_or_checkpoint_can_make_a_module_be_imported(isolated, tm
         record_path(tmp_path / "runs", cfg).unlink()
         ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=10)
     assert len(quarantined_files(tmp_path / "runs")) == 2
+
+
+def test_ray_workers_load_the_allowed_module_class_plugins(isolated, tmp_path):
+    """`plugins.optimizers` under the Ray executor: each Ray worker imports the allowed module too."""
+    pytest.importorskip("ray")
+    blocks = readme_blocks()
+    write_package(isolated, {"my_package.search": blocks["python"]})
+    params = study_params(tmp_path, plugins=yaml.safe_load(blocks["yaml"])["plugins"])
+    text = yaml.safe_load(params.read_text())
+    text["synthetic"]["profiles"]["ci"]["iterations"]["d200_N100"] = 60
+    params.write_text(yaml.safe_dump(text))
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", str(params), "--profile", "ci", "--runs-dir", str(runs),
+                 "--method", "local_search", "--setting", "d200_N100", "--function", "ellipsoid", "--workers", "2",
+                 "--executor", "ray", "--no-track", "--quiet"]) == 0
+    done = records(runs)
+    assert sorted(r["config"]["seed"] for r in done) == [0, 1]
+    assert all(r["result"]["status"] == "completed" and "my_package" not in json.dumps(r) for r in done)
+    assert executors.plugin_pythonpath(["my_package.search:LocalSearch"]).split(os.pathsep)[0] == str(isolated)
+
+
+def test_a_ray_worker_that_cannot_import_a_plugin_stops_the_study_with_one_line(isolated, tmp_path, monkeypatch,
+                                                                                capsys):
+    pytest.importorskip("ray")
+    blocks = readme_blocks()
+    write_package(isolated, {"my_package.search": blocks["python"]})
+    params = study_params(tmp_path, plugins=yaml.safe_load(blocks["yaml"])["plugins"])
+    monkeypatch.setattr(executors, "plugin_pythonpath", lambda plugins: "")  # as on a node without the module
+    capsys.readouterr()
+    assert main(["run", "synthetic", "--params", str(params), "--profile", "ci", "--runs-dir", str(tmp_path / "runs"),
+                 "--method", "local_search", "--setting", "d200_N100", "--function", "ellipsoid", "--seed", "0",
+                 "--executor", "ray", "--no-track", "--quiet"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: a Ray worker cannot load an optimizer plugin: 'my_package.search:LocalSearch': module "
+        "'my_package.search' cannot be imported: ModuleNotFoundError: No module named 'my_package'; the module must "
+        "be importable on every node (installed there, or on their PYTHONPATH)"]
