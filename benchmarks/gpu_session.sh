@@ -7,6 +7,14 @@
 # Parts, in order, each in its own process with its own time limit (a failing or timed-out part
 # prints its error and the script goes on), all under one overall deadline (GPU_SESSION_BUDGET_S,
 # default 540 s; a part that would start with under 25 s left is skipped):
+#   fusion      prompt_objective.py --breakdown, N = 100, SST-2- and Yelp-like: varlen-compile (the
+#               reference), varlen-sdpa (packed rows, attention through SDPA's fixed-length kernels),
+#               varlen-tanh (bias + tanh GELU in the FFN product's cuBLASLt epilogue), varlen-autotune
+#               (max-autotune-no-cudagraphs: Triton products with fused epilogues; last, its autotuning
+#               is the slowest warm-up)
+#                                                                          -> fusion.json
+#   multi_gpu   only with more than one GPU: prompt_study_check.py --workers <GPUs> (runs per device,
+#               overlapping runs on distinct devices)                    -> multi_gpu.json
 #   bench       prompt_objective.py, N = 100, SST-2- and Yelp-like: baseline (fp32 + autocast,
 #               earlier layout), bucket (bf16, SDPA, length buckets: the best padded layout), varlen
 #               (bf16, packed rows, variable-length flash attention), varlen-big (128k tokens per
@@ -48,13 +56,13 @@ if [ "${GPU_SESSION_TINY:-0}" = "1" ]; then
   BENCH=(--n 8 --examples 8 --repeats 1 --threads 2 --profile-iters 1)
   STUDY=(--iterations 1)
   BO_DIMS=(20) BO_K=(2)
-  L_BENCH=600 L_STUDY=900 L_STUDY_COMPILED=900 L_BO=300
+  L_FUSION=600 L_BENCH=600 L_STUDY=900 L_STUDY_COMPILED=900 L_BO=300
   BUDGET=${GPU_SESSION_BUDGET_S:-3600}
 else
   DEV=(--device cuda --model roberta-large-shape)
   BENCH=(--n 100 --examples 32 --repeats 2 --profile-iters 3)
   STUDY=()
-  L_BENCH=160 L_STUDY=75 L_STUDY_COMPILED=110 L_BO=90   # compiled: + its one-off compilation
+  L_FUSION=240 L_BENCH=160 L_STUDY=75 L_STUDY_COMPILED=110 L_BO=90   # compiled: + its one-off compilation
 fi
 
 part() {  # part NAME LIMIT_S COMMAND...
@@ -77,6 +85,15 @@ part() {  # part NAME LIMIT_S COMMAND...
   $PY -c "import sys, torch, transformers; print('python', sys.version.split()[0], '| torch', torch.__version__, \
 '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())"; } 2>&1 | tee -a "$LOG"
 
+part fusion "$L_FUSION" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" \
+  --modes varlen-compile varlen-sdpa varlen-tanh varlen-autotune --breakdown --json "$OUT/fusion.json"
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${GPUS:-0}" -gt 1 ]; then
+  part multi_gpu "$L_STUDY_COMPILED" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --workers "$GPUS" \
+    --no-report --json "$OUT/multi_gpu.json"
+else
+  echo "== multi_gpu SKIPPED (${GPUS:-0} GPU visible)" | tee -a "$LOG"
+fi
 part bench "$L_BENCH" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" \
   --modes baseline bucket varlen varlen-big varlen-compile varlen-fp32 varlen-fp32-compile \
   --profile-modes baseline varlen-fp32-compile --json "$OUT/bench.json"
@@ -103,7 +120,7 @@ def load(name):
     except Exception as exc:  # noqa: BLE001
         print(f"[{name}: missing ({type(exc).__name__})]")
         return None
-for name in ("bench.json",):
+for name in ("fusion.json", "bench.json"):
     b = load(name)
     if not b:
         continue
@@ -118,16 +135,21 @@ for name in ("bench.json",):
             print(f"{r['workload']:<6}{r['mode']:<20}{r['forwards']:>4}{r['generations_per_s']:>8.3f}{r['tflops']:>9.1f}"
                   f"{r['pct_peak']:>7.1f}{r['useful_tflops']:>8.1f}{100 * r['padding_fraction']:>6.1f}{r['warmup_s']:>8.1f}"
                   f"{r['max_rel_diff_vs_first_mode']:>9.1e}{r['spearman_vs_first_mode']:>8.3f}")
+            if "breakdown" in r:
+                print("      kernel time: " + ", ".join(f"{c} {100 * v:.1f}%" for c, v in r["breakdown"]["shares"].items()))
     for p in b.get("idle_share", []):
         if "error" in p:
             print(f"idle share {p['mode']}: FAILED {p['error'][:70]}")
         else:
             idle = "n/a" if p["idle_share"] is None else f"{100 * p['idle_share']:.1f}%"
             print(f"study loop {p['workload']} {p['mode']}: {p['seconds_per_iteration']:.3f} s/iter (SABO), GPU idle {idle}")
-for name in ("study_earlier.json", "study_new.json", "study_bf16.json"):
+for name in ("multi_gpu.json", "study_earlier.json", "study_new.json", "study_bf16.json"):
+    if name == "multi_gpu.json" and not os.path.exists(os.path.join(out, name)):
+        continue
     s = load(name)
     if s:
         print(f"## {name}: {s['options']} | {s['runs']} runs in {s['wall_s']:.1f} s | median s/iter: one-round "
-              f"{s['one_round_s_per_iter_median']}, SABO {s['sabo_s_per_iter_median']}")
+              f"{s['one_round_s_per_iter_median']}, SABO {s['sabo_s_per_iter_median']} | runs per device "
+              f"{s['runs_per_device']}, overlapping pairs on distinct devices {s['overlapping_pairs_on_distinct_devices']}")
 PYEOF
 echo "== session done in $(( $(date +%s) - T0 ))s; outputs in $OUT" | tee -a "$LOG"

@@ -25,9 +25,19 @@ the whole few-shot training set (``--examples``, default 32), i.e. N x 32 sequen
   :class:`replication.prompt.packed.PackedEncoder` (fused QKV projection, PyTorch's
   variable-length flash attention; ``prompt.attention: varlen``); ``varlen-big``: ~128k tokens
   per forward; ``varlen-compile``: + ``torch.compile`` of each layer's work after attention
-  (forwards padded to one token count, one static graph); ``varlen-fp32`` and
-  ``varlen-fp32-compile``: the same with fp32 weights under bf16 autocast (the study's default
-  precision).
+  (one graph for every token count); ``varlen-fp32`` and ``varlen-fp32-compile``: the same with
+  fp32 weights under bf16 autocast (the study's default precision); ``varlen-sdpa``:
+  ``varlen-compile`` with attention through SDPA's fixed-length kernels, one dense batch per run
+  of equal-length rows (views of the packed tokens, rows packed in length order) instead of the
+  variable-length flash kernel (slower per FLOP than cuDNN's fixed-length one on the H100);
+  ``varlen-tanh``:
+  ``varlen-compile`` with the FFN's GELU in its tanh form, fused with the bias into the FFN's first
+  product on CUDA (cuBLASLt epilogue; a deviation from RoBERTa's exact GELU, see
+  :mod:`replication.prompt.packed`; the losses' max rel / spearman columns show what it changes);
+  ``varlen-autotune``: ``varlen-compile`` in ``torch.compile``'s ``max-autotune-no-cudagraphs``
+  mode (generated matrix-product kernels with the bias and exact GELU in their epilogue, where
+  the autotuner finds them faster than cuBLAS; its warm-up, excluded from the timings, includes
+  the autotuning).
 
 ``--loop`` also times :meth:`PromptObjective.loss_loop` (one candidate at a time, as BBT) in the
 first mode. The losses of every mode are compared with the first mode's (max relative
@@ -115,6 +125,10 @@ MODES = {
     "varlen-compile": ("bf16", "sdpa", dict(packed=True, compile=True), False),
     "varlen-fp32": ("fp32", "sdpa", dict(packed=True), False),
     "varlen-fp32-compile": ("fp32", "sdpa", dict(packed=True, compile=True), False),
+    "varlen-sdpa": ("bf16", "sdpa", dict(packed=True, compile=True, encoder_options=dict(attention="sdpa")), False),
+    "varlen-tanh": ("bf16", "sdpa", dict(packed=True, compile=True, encoder_options=dict(gelu="tanh")), False),
+    "varlen-autotune": ("bf16", "sdpa", dict(packed=True, compile=True,
+                                             encoder_options=dict(compile_mode="max-autotune-no-cudagraphs")), False),
 }
 
 
@@ -242,12 +256,14 @@ def gpu_idle_share(objective, dev_split, Z0, iters: int, device, seed: int = 0) 
 
 
 # GPU kernel categories of --breakdown, matched in this order on the lower-cased kernel name
-# (attention first: flash kernels' names hold cutlass types)
+# (attention first: flash kernels' names hold cutlass types; inductor's element-wise and reduction
+# kernels before matmul: they are named after the ops they fuse, "addmm" among them; its matrix
+# product templates, "triton_tem_*", are matmuls)
 KERNEL_CATEGORIES = (
     ("attention", ("flash", "fmha", "attention", "sdpa")),
-    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul", "addmm", "linear")),
+    ("compiled (triton)", ("triton_poi", "triton_per", "triton_red", "triton_for")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul", "addmm", "linear", "triton_tem")),
     ("layernorm", ("layer_norm", "layernorm")),
-    ("compiled (triton)", ("triton",)),
     ("copy/cast/index", ("copy", "cast", "index", "gather", "scatter", "cat", "memcpy", "memset", "fill")),
     ("element-wise", ("elementwise", "vectorized", "unrolled", "gelu", "add", "mul", "reduce", "softmax")),
 )
@@ -369,7 +385,16 @@ def main(argv=None) -> dict:
         return PromptObjective(m, tokenizer, split, None, LABEL_IDS, proj, autocast=cuda and weights == "fp32",
                                **kw)
 
-    rows, splits = [], {}
+    rows, splits, profiles = [], {}, []
+
+    def save():  # after every mode: a part stopped by its time limit keeps what it measured
+        out = {"info": info, "rows": rows, "idle_share": profiles}
+        if args.json:
+            with open(args.json + ".tmp", "w") as fh:
+                json.dump(out, fh, indent=2)
+            os.replace(args.json + ".tmp", args.json)
+        return out
+
     for wname in args.workloads:
         split = splits[wname] = make_split(args.examples, WORKLOADS[wname], config.vocab_size, args.seed)
         first = None
@@ -387,6 +412,7 @@ def main(argv=None) -> dict:
             except Exception as exc:  # one failing mode must not lose the others
                 print(f"# {wname} {mode}: FAILED {type(exc).__name__}: {exc}", flush=True)
                 rows.append({"workload": wname, "mode": mode, "error": f"{type(exc).__name__}: {exc}"})
+                save()
                 continue
             fws = obj._plan(obj._batch, n, obj._plan_kind())
             shapes = obj.forward_shapes(n)   # packed: one (1, length) per segment, the same FLOPs
@@ -426,6 +452,7 @@ def main(argv=None) -> dict:
                              "tflops": forward_flops(obj.model, lshapes) / t_loop / 1e12,
                              "pct_peak": 100.0 * forward_flops(obj.model, lshapes) / t_loop / 1e12 / args.peak_tflops,
                              "useful_tflops": float("nan"), "padding_fraction": obj.padding_fraction(n, loop=True)})
+            save()
 
     hdr = (f"{'workload':<9}{'mode':<15}{'fwds':>5}{'gen/s':>9}{'speed-up':>9}{'TFLOP/s':>9}{'%peak':>7}"
            f"{'useful':>8}{'padding':>8}{'max rel':>9}{'spearman':>9}")
@@ -444,7 +471,6 @@ def main(argv=None) -> dict:
     print("# speed-up: generations per second relative to the workload's first mode; TFLOP/s counts padding "
           "(as before), useful TFLOP/s does not; max rel / spearman: losses vs the first mode's")
 
-    profiles = []
     if args.profile_iters > 0:
         split = splits.get(args.profile_workload) or make_split(args.examples, WORKLOADS[args.profile_workload],
                                                                  config.vocab_size, args.seed)
@@ -461,11 +487,7 @@ def main(argv=None) -> dict:
             idle = "n/a (no GPU)" if res["idle_share"] is None else f"{100 * res['idle_share']:.1f}%"
             print(f"# study loop ({args.profile_workload}, {mode}; SABO, 2 x N = {2 * n} candidates + metrics per "
                   f"iteration): {res['seconds_per_iteration']:.3f} s/iteration, GPU idle {idle}", flush=True)
-    out = {"info": info, "rows": rows, "idle_share": profiles}
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
-    return out
+    return save()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ the device replaced and the objective's options from ``params.yaml`` unless give
 ``--attention``, ``--bucketing``/``--no-bucketing``, ``--compile``; ``--earlier`` = the set-up before
 these options: fp32 weights, sdpa, no bucketing, no compile), and prints per-run wall times and
 seconds per iteration, and their medians for the one-round methods and SABO (``--json``).
+``--workers K`` runs K runs at a time (default: the CLI's, one per visible GPU for CUDA runs);
+the check then prints on which device (each record's ``CUDA_VISIBLE_DEVICES``) the runs ran and
+how many pairs of runs on distinct devices overlapped in time: on a machine with several GPUs,
+the evidence that parallel runs land on distinct devices instead of piling onto one.
 Nothing is tracked (``--no-track``); ``--no-report`` skips the report (it needs matplotlib).
 
 What it checks: the whole path a GPU run takes (loading from a local directory, encoding once,
@@ -69,6 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=None, help="override the smoke profile's T")
     ap.add_argument("--per-class", type=int, default=64, help="made-up training sentences per class")
     ap.add_argument("--out", default=None, help="copy the report here")
+    ap.add_argument("--workers", type=int, default=None, help="runs at a time (default: one per visible GPU)")
     args = ap.parse_args(argv)
 
     import torch
@@ -106,7 +111,8 @@ def main(argv=None) -> int:
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     common = ["--params", str(work / "params.yaml"), "--runs-dir", str(work / "runs")]
     t0 = time.perf_counter()
-    rc = cli.main(["run", "prompt", *common, "--no-track", "--quiet"])
+    workers = [] if args.workers is None else ["--workers", str(args.workers)]
+    rc = cli.main(["run", "prompt", *common, *workers, "--no-track", "--quiet"])
     wall = time.perf_counter() - t0
     if rc != 0:  # interrupted (a time limit) or failed: report the runs that finished
         print(f"# sabo-bench run prompt exited with status {rc}; the table shows the finished runs")
@@ -137,6 +143,9 @@ def main(argv=None) -> int:
                "sabo_s_per_iter_median": float(np.median(two_round)) if two_round else None}
     print(f"# median s/iteration: one-round methods {summary['one_round_s_per_iter_median']}, "
           f"SABO {summary['sabo_s_per_iter_median']} ({len(one_round)} + {len(two_round)} runs)")
+    summary.update(device_use(records))
+    print(f"# runs per device (CUDA_VISIBLE_DEVICES): {summary['runs_per_device']}; pairs of runs on distinct "
+          f"devices that overlapped in time: {summary['overlapping_pairs_on_distinct_devices']}")
     if args.json:
         import json
 
@@ -150,6 +159,24 @@ def main(argv=None) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "prompt_tuning_check.md").write_text((work / "results" / "prompt_tuning.md").read_text())
     return rc
+
+
+def device_use(records: list[dict]) -> dict:
+    """Runs per device (the ``CUDA_VISIBLE_DEVICES`` each record's worker had; "-" if unset) and overlaps.
+
+    ``overlapping_pairs_on_distinct_devices``: pairs of runs whose [started, finished] intervals
+    intersect while their devices differ (runs on one device never overlap when the pinning works).
+    """
+    from collections import Counter
+    from datetime import datetime
+
+    spans = [(r["provenance"].get("cuda_visible_devices") or "-",
+              datetime.fromisoformat(r["provenance"]["started_utc"]),
+              datetime.fromisoformat(r["provenance"]["finished_utc"])) for r in records]
+    pairs = sum(1 for i, (d1, s1, e1) in enumerate(spans) for d2, s2, e2 in spans[i + 1:]
+                if d1 != d2 and s1 < e2 and s2 < e1)
+    return {"runs_per_device": dict(sorted(Counter(d for d, _, _ in spans).items())),
+            "overlapping_pairs_on_distinct_devices": pairs}
 
 
 if __name__ == "__main__":

@@ -71,3 +71,25 @@ def test_prompt_runs_on_cuda_need_one_gpu_each(device, gpus):
                        params={}, seed=0, budget={"max_iter": 1})
     assert run_gpus(config) == gpus
     assert run_gpus(small_config("ingo")) == 0
+
+
+def test_study_check_counts_runs_per_device_and_overlaps_across_devices():
+    """benchmarks/prompt_study_check.py's evidence on a multi-GPU machine: runs per device, overlapping pairs."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "prompt_study_check.py"
+    spec = importlib.util.spec_from_file_location("prompt_study_check", path)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+
+    def record(device, start, end):
+        return {"provenance": {"cuda_visible_devices": device, "started_utc": f"2026-11-26T10:00:{start:02d}.000+00:00",
+                               "finished_utc": f"2026-11-26T10:00:{end:02d}.000+00:00"}}
+
+    records = [record("0", 0, 10), record("1", 5, 15), record("0", 10, 20), record("1", 16, 30), record(None, 0, 1)]
+    use = check.device_use(records)
+    assert use["runs_per_device"] == {"-": 1, "0": 2, "1": 2}
+    # overlaps: (0:[0,10], 1:[5,15]), (1:[5,15], 0:[10,20]), (0:[10,20], 1:[16,30]), ("-":[0,1], 0:[0,10]);
+    # runs on one device that touch at an instant (0: [0,10], [10,20]) do not count
+    assert use["overlapping_pairs_on_distinct_devices"] == 4

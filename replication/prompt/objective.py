@@ -422,6 +422,9 @@ class PromptObjective:
     compile : with ``packed``: ``torch.compile`` the packed encoder's per-layer work (once per
         process, symbolic token count). Without ``packed`` compile the model itself
         (:func:`~replication.prompt.model.compile_encoder`).
+    encoder_options : with ``packed``: more keyword arguments of
+        :class:`~replication.prompt.packed.PackedEncoder` (``attention``, ``compile_mode``,
+        ``gelu``; the benchmark's variants, not study options).
     example_block : layout with ``bucketing=False``: rows are ordered by blocks of this many
         length-sorted examples, then by candidate, then by example, and cut into consecutive
         chunks of ``chunk_rows``, each padded to its longest row and always given the attention
@@ -445,7 +448,8 @@ class PromptObjective:
                  *, metric: str = "accuracy", max_length: int = 512, chunk_rows: int | None = None,
                  chunk_tokens: int | None = None, bucketing: bool = True, bucket_tokens: int = DEFAULT_BUCKET_TOKENS,
                  bucket_pad: float = 0.0, example_block: int | None = DEFAULT_EXAMPLE_BLOCK, placeholder_ids=None,
-                 autocast: bool | None = None, packed: bool = False, compile: bool = False):
+                 autocast: bool | None = None, packed: bool = False, compile: bool = False,
+                 encoder_options: dict | None = None):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
         self.model = model.eval()
@@ -498,7 +502,10 @@ class PromptObjective:
         if compile and not self.packed:
             raise ValueError("compile=True needs packed=True here; compile a padded model with "
                              "replication.prompt.model.compile_encoder")
-        self._packed = PackedEncoder(model, compile=self._compile_packed) if self.packed else None
+        if encoder_options and not self.packed:
+            raise ValueError(f"encoder_options need packed=True; got {encoder_options}")
+        self._packed = PackedEncoder(model, compile=self._compile_packed, **(encoder_options or {})) \
+            if self.packed else None
         self._split_batches: dict[int, tuple[EncodedSplit, _Batch]] = {}
         self.n_calls = 0
         self.n_evaluations = 0
@@ -539,6 +546,7 @@ class PromptObjective:
 
         With bucketing: bucket by bucket (:func:`length_buckets`), candidate-major within each.
         Without: blocks of ``example_block`` length-sorted examples; within a block, candidate-major.
+        Packed: example by example in length order, all candidates of each.
         """
         if self.packed:
             fws = self._plan(self._batch, n, "packed")
@@ -616,9 +624,14 @@ class PromptObjective:
         return fws
 
     def _packed_plan(self, batch: _Batch, n: int) -> list[PackedForward]:
-        """Rows (candidate-major) packed into near-equal forwards of about ``chunk_tokens`` tokens (whole rows)."""
-        cand = np.repeat(np.arange(n), batch.n)
-        ex = np.tile(np.arange(batch.n), n)
+        """Rows packed into near-equal forwards of about ``chunk_tokens`` tokens (whole rows).
+
+        Rows in length order (the examples are sorted by length; all n candidates of an example
+        together), so that a forward holds one run of rows per distinct length (the SDPA path's
+        dense batches, see :class:`~replication.prompt.packed.PackedForward`).
+        """
+        cand = np.tile(np.arange(n), batch.n)
+        ex = np.repeat(np.arange(batch.n), n)
         lengths = batch.lengths[ex]
         ends = np.cumsum(lengths)
         parts = max(1, -(-int(ends[-1]) // self.chunk_tokens))

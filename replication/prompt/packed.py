@@ -8,9 +8,12 @@ whatever the rows' lengths (large, uniform matrix products). Attention must then
 each row: the rows' boundaries ``cu`` (cumulative lengths, ``cu[0] = 0``, ``cu[-1] = T``) go
 to PyTorch's variable-length flash attention (``torch.nn.attention.varlen.varlen_attn``, or
 the ``aten._flash_attention_forward`` op it wraps on torch versions without the module), which
-attends within each segment ``[cu[s], cu[s+1])``. On the CPU, or in fp32 (flash kernels take
-fp16/bf16 only), rows of equal length are gathered into a batch and go through
-``scaled_dot_product_attention`` instead: the same segments, the same math.
+attends within each segment ``[cu[s], cu[s+1])``. On the CPU, in fp32 (flash kernels take
+fp16/bf16 only), or with ``attention="sdpa"``, each run of consecutive rows of equal length is
+one dense batch, a view of the packed tokens, through ``scaled_dot_product_attention`` (on CUDA
+its fixed-length kernels, cuDNN's among them): the same segments, the same math. The
+objective packs rows in length order (examples sorted by length, all candidates of an
+example together), so a forward has one run per distinct length.
 
 The computation is RoBERTa's (transformers' ``RobertaModel``, post-LayerNorm BERT layers), with
 the model's own weights (the query, key and value projections concatenated into one matrix, so
@@ -31,8 +34,17 @@ padded forwards agree to ~1e-7 relative in fp32 (tested at 1e-5 on the CPU).
 LayerNorm, FFN, GELU, residual, LayerNorm) with ``torch.compile``: one graph for all layers and,
 with a symbolic token count (``dynamic=True``), for every forward of every split, so it compiles
 once per process (the element-wise kernels it generates fuse the residual additions, LayerNorms
-and GELU; the matrix products stay cuBLAS calls). Attention itself stays an eager call to the
-flash kernel.
+and GELU; in the default ``compile_mode`` the matrix products stay cuBLAS calls). Attention
+itself stays an eager call to the flash kernel. ``compile_mode="max-autotune-no-cudagraphs"``
+lets the compiler choose generated (Triton) matrix-product kernels where they are faster, and
+those can take the bias and GELU into their epilogue.
+
+``gelu="tanh"`` (a named deviation from RoBERTa, for throughput; not a study option): the FFN's
+GELU in its tanh form, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, which on CUDA is
+the epilogue of the FFN's first matrix product (cuBLASLt's ``GELU_BIAS``, through
+``torch._addmm_activation``): the bias and GELU cost no pass of their own over the (T, 4 D)
+activations. The tanh form differs from the exact one by at most 4.7e-4 in absolute value per
+activation (at x = 2.70). On the CPU the same tanh form is computed unfused.
 """
 from __future__ import annotations
 
@@ -68,8 +80,10 @@ class PackedForward:
     """One packed forward pass: rows ``(candidate, example)`` concatenated without padding.
 
     ``ids``/``pos`` (T,) token and position ids; ``cu`` (rows+1,) int32 row boundaries;
-    ``max_len`` the longest row; ``groups`` for the SDPA path: (length, token index
-    (n_rows_of_that_length * length,)) per distinct row length. ``cand``/``ex``: each row's
+    ``max_len`` the longest row; ``runs``: consecutive rows of equal length as (length, first
+    token, rows), each a contiguous (rows * length) slice of the packed tokens (the SDPA path
+    attends within each as one dense batch; rows sorted by length make one run per length).
+    ``cand``/``ex``: each row's
     candidate and example (length-sorted index), ``lengths`` their lengths, ``mask_rows`` (rows,)
     the packed index of each row's ``<mask>``, ``labels`` (rows,), ``prompt_rows``
     (rows * n_prompt,) packed indices of the prompt slots (row-major), or None.
@@ -79,7 +93,7 @@ class PackedForward:
     pos: torch.Tensor
     cu: torch.Tensor
     max_len: int
-    groups: list
+    runs: list[tuple[int, int, int]]
     cand: torch.Tensor
     ex: np.ndarray
     lengths: np.ndarray
@@ -109,27 +123,45 @@ def pack_rows(seqs, cand, ex, mask_pos, labels, *, n_prompt: int, padding_idx: i
     starts = np.r_[0, np.cumsum(lengths)[:-1]]
     ids = np.concatenate([np.asarray(s, dtype=np.int64) for s in seqs])
     pos = padding_idx + 1 + (np.arange(ids.size) - np.repeat(starts, lengths))   # position within the row
-    groups = []
-    for length in np.unique(lengths):
-        idx = (starts[lengths == length][:, None] + np.arange(length)[None]).ravel()
-        groups.append((int(length), torch.as_tensor(idx, device=device)))
     prompt_rows = None
     if n_prompt:
         prompt_rows = torch.as_tensor((starts[:, None] + 1 + np.arange(n_prompt)[None]).ravel(), device=device)
     return PackedForward(
         ids=torch.as_tensor(ids, device=device), pos=torch.as_tensor(pos, device=device),
         cu=torch.as_tensor(np.r_[0, np.cumsum(lengths)], dtype=torch.int32, device=device),
-        max_len=int(lengths.max()), groups=groups, ex=np.asarray(ex), lengths=lengths,
+        max_len=int(lengths.max()), runs=_runs(lengths, starts), ex=np.asarray(ex), lengths=lengths,
         cand=torch.as_tensor(np.asarray(cand, dtype=np.int64), device=device),
         mask_rows=torch.as_tensor(starts + np.asarray(mask_pos, dtype=np.int64), device=device),
         labels=torch.as_tensor(np.asarray(labels, dtype=np.int64), device=device), prompt_rows=prompt_rows)
 
 
-def _layer_rest(a, h, wo, bo, g1, b1, w_in, b_in, w_out, b_out, g2, b2, eps: float):
-    """Everything of a layer after attention: output projection, residual, LN, FFN with exact GELU, residual, LN."""
+ATTENTIONS = ("varlen", "sdpa")
+GELUS = ("exact", "tanh")
+
+
+def _ffn_in_tanh(h, w_in, b_in):
+    """GELU_tanh(h W_1^T + b_1); on CUDA one cuBLASLt product with the bias and GELU in its epilogue."""
+    if not h.is_cuda:
+        return F.gelu(F.linear(h, w_in, b_in), approximate="tanh")
+    if torch.is_autocast_enabled("cuda"):  # autocast has no rule for this op: cast as it does for linear
+        dtype = torch.get_autocast_dtype("cuda")
+        h, w_in, b_in = h.to(dtype), w_in.to(dtype), b_in.to(dtype)
+    # cuBLASLt's GELU epilogue is the tanh form (torch's fallback without cuBLASLt applies the same form)
+    return torch._addmm_activation(b_in, h, w_in.t(), use_gelu=True)
+
+
+def _runs(lengths: np.ndarray, starts: np.ndarray) -> list[tuple[int, int, int]]:
+    """(length, first token, rows) of each maximal run of consecutive rows of equal length."""
+    first = np.flatnonzero(np.r_[True, lengths[1:] != lengths[:-1]])
+    count = np.diff(np.r_[first, lengths.size])
+    return [(int(lengths[f]), int(starts[f]), int(c)) for f, c in zip(first, count)]
+
+
+def _layer_rest(a, h, wo, bo, g1, b1, w_in, b_in, w_out, b_out, g2, b2, eps: float, gelu: str = "exact"):
+    """Everything of a layer after attention: output projection, residual, LN, FFN with GELU, residual, LN."""
     h = F.layer_norm(F.linear(a, wo, bo) + h, (h.shape[-1],), g1, b1, eps)
-    f = F.linear(F.gelu(F.linear(h, w_in, b_in)), w_out, b_out)
-    return F.layer_norm(f + h, (h.shape[-1],), g2, b2, eps)
+    up = F.gelu(F.linear(h, w_in, b_in)) if gelu == "exact" else _ffn_in_tanh(h, w_in, b_in)
+    return F.layer_norm(F.linear(up, w_out, b_out) + h, (h.shape[-1],), g2, b2, eps)
 
 
 class PackedEncoder:
@@ -138,10 +170,21 @@ class PackedEncoder:
     Parameters
     ----------
     model : a transformers RoBERTa model (``RobertaForMaskedLM`` or its ``base_model``), eval mode.
-    compile : ``torch.compile`` the per-layer work after attention (static shapes).
+    attention : ``"varlen"``: variable-length flash attention where it runs (CUDA, fp16/bf16),
+        else the ``"sdpa"`` path: each run of equal-length rows through SDPA as a dense batch.
+    compile : ``torch.compile`` the per-layer work after attention (symbolic token count).
+    compile_mode : ``torch.compile``'s ``mode`` (None: its default); needs ``compile``.
+    gelu : ``"exact"`` (RoBERTa's) or ``"tanh"`` (fused into the product on CUDA; see the module docstring).
     """
 
-    def __init__(self, model, *, compile: bool = False):
+    def __init__(self, model, *, attention: str = "varlen", compile: bool = False, compile_mode: str | None = None,
+                 gelu: str = "exact"):
+        if attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}; got {attention!r}")
+        if gelu not in GELUS:
+            raise ValueError(f"gelu must be one of {', '.join(GELUS)}; got {gelu!r}")
+        if compile_mode is not None and not compile:
+            raise ValueError(f"compile_mode={compile_mode!r} needs compile=True")
         base = getattr(model, "base_model", model)
         cfg = base.config
         if getattr(cfg, "hidden_act", None) != "gelu":
@@ -168,7 +211,9 @@ class PackedEncoder:
                     b_in=layer.intermediate.dense.bias, w_out=out.dense.weight, b_out=out.dense.bias,
                     g2=out.LayerNorm.weight, b2=out.LayerNorm.bias, eps=float(out.LayerNorm.eps)))
         self._flash = flash_varlen()
-        self._rest = torch.compile(_layer_rest, dynamic=True) if compile else _layer_rest
+        self.attention = attention
+        self.gelu = gelu
+        self._rest = torch.compile(_layer_rest, dynamic=True, mode=compile_mode) if compile else _layer_rest
 
     @property
     def max_len(self) -> int:
@@ -188,15 +233,16 @@ class PackedEncoder:
         """Attention within each row: (T, 3 D) projections -> (T, D)."""
         T = qkv.shape[0]
         q, k, v = qkv.view(T, 3, self.heads, -1).unbind(1)               # (T, H, d_head) each
-        if self._flash is not None and qkv.is_cuda and qkv.dtype in (torch.float16, torch.bfloat16):
+        if self.attention == "varlen" and self._flash is not None and qkv.is_cuda and \
+                qkv.dtype in (torch.float16, torch.bfloat16):
             return self._flash(q, k, v, fw.cu, fw.max_len).reshape(T, self.hidden)
-        out = torch.empty_like(q)
-        for length, idx in fw.groups:                                    # rows of one length form a batch
-            def batch(t, length=length, idx=idx):
-                return t.index_select(0, idx).view(-1, length, self.heads, t.shape[-1]).transpose(1, 2)
-            o = F.scaled_dot_product_attention(batch(q), batch(k), batch(v))
-            out.index_copy_(0, idx, o.transpose(1, 2).reshape(-1, self.heads, q.shape[-1]))
-        return out.reshape(T, self.hidden)
+        out = []
+        for length, t0, rows in fw.runs:                  # a run of equal-length rows is one dense batch (a view)
+            def batch(t, length=length, t0=t0, rows=rows):
+                return t[t0: t0 + rows * length].view(rows, length, self.heads, -1).transpose(1, 2)
+            o = F.scaled_dot_product_attention(batch(q), batch(k), batch(v))     # (rows, H, length, d_head)
+            out.append(o.transpose(1, 2).reshape(rows * length, self.hidden))
+        return out[0] if len(out) == 1 else torch.cat(out)
 
     def __call__(self, fw: PackedForward, add: torch.Tensor | None = None) -> torch.Tensor:
         """Final hidden states (T, D) of the packed tokens; ``add`` (rows * n_prompt, D): the prompts, row-major."""
@@ -204,5 +250,5 @@ class PackedEncoder:
         for w in self.layers:
             a = self.attend(F.linear(h, w["w_qkv"], w["b_qkv"]), fw)
             h = self._rest(a, h, w["wo"], w["bo"], w["g1"], w["b1"], w["w_in"], w["b_in"], w["w_out"], w["b_out"],
-                           w["g2"], w["b2"], w["eps"])
+                           w["g2"], w["b2"], w["eps"], self.gelu)
         return h
