@@ -63,7 +63,7 @@ import struct
 import numpy as np
 
 from sabo.protocol import AskTellOptimizer
-from sabo.state import Array, to_data, tree_equal
+from sabo.state import Array
 from sabo.validation import check_int, check_x0
 
 from .cmaes import pycma_default_popsize
@@ -238,21 +238,11 @@ class Nevergrad(TellReplay, AskTellOptimizer):
     def _fingerprint(self, value: np.ndarray) -> None:
         self._saved_fingerprint = value
 
-    def _adopt_rng(self, rng: np.random.Generator) -> None:
-        """Rebuild Nevergrad's optimizer by replaying every saved batch; refuse a state it does not reproduce."""
-        saved = {k: getattr(self, k) for k in ("_nit", "_nfev", "_f_best", "_x_best", "_pending", "_stats")}
-        try:
-            pending = self._replay(list(self._told), pending=saved["_pending"] is not None)
-        except Exception as exc:  # Nevergrad failing on values it accepted when they were first told
-            raise ValueError(f"replay did not reproduce the saved state: Nevergrad's {self._algorithm} failed "
-                             f"({type(exc).__name__}: {exc})") from exc
-        mismatch = [what for what, same in (
-            ("random generator", tree_equal(to_data(self._rng.bit_generator.state), to_data(rng.bit_generator.state))
-             and type(self._rng.bit_generator) is type(rng.bit_generator)),
-            ("random-state fingerprint", np.array_equal(self._fingerprint, self._saved_fingerprint)),
-            ("pending population", pending is None or np.array_equal(pending, saved["_pending"], equal_nan=True)),
-        ) if not same]
-        if mismatch:
-            raise ValueError(f"replay did not reproduce the saved state ({', '.join(mismatch)} differ)")
-        for k, v in saved.items():
-            setattr(self, k, v)
+    @property
+    def _library(self) -> str:
+        return f"Nevergrad's {self._algorithm}"
+
+    def _replay_told(self, pending: bool):
+        """Replay every saved batch (see :class:`~baselines.replay.TellReplay`); the random states must match."""
+        asked = self._replay(list(self._told), pending=pending)
+        return asked, (("random-state fingerprint", np.array_equal(self._fingerprint, self._saved_fingerprint)),)

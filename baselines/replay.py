@@ -3,21 +3,60 @@ objects cannot be saved as data (pycma's CMA-ES, Nevergrad).
 
 :class:`TellReplay` keeps the values of every completed tell (``_told``, one row of ``popsize``
 values per iteration), saves them as the state's ``told`` array (:data:`TOLD_FIELD`) and checks
-on restore that there is one row per completed iteration. Each optimizer replays them in its own
-``_adopt_rng`` (asking and telling the wrapped library again) and compares what it must reproduce.
+on restore that there is one row per completed iteration. On restore (``_adopt_rng``) each
+optimizer's ``_replay_told`` asks and tells the wrapped library again; the replayed random
+generator, the pending population and whatever else the optimizer names must then equal the
+saved ones bit for bit, or the state is refused.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from sabo.state import Array
+from sabo.state import Array, to_data, tree_equal
 
 #: The state field of the told values: one row per completed iteration.
 TOLD_FIELD = Array("told", lambda o: (None, o._popsize), attr="_told_values")
 
 
+#: What the replay recomputes and must leave as it was saved (restored after the comparison).
+KEPT = ("_nit", "_nfev", "_f_best", "_x_best", "_pending", "_stats")
+
+
 class TellReplay:
-    """Mixin of an :class:`~sabo.protocol.AskTellOptimizer` (listed before it) whose state is its told values."""
+    """Mixin of an :class:`~sabo.protocol.AskTellOptimizer` (listed before it) whose state is its told values.
+
+    Subclasses define ``_library`` (its name in messages) and ``_replay_told``.
+    """
+
+    _library: str
+
+    def _replay_told(self, pending: bool) -> tuple[np.ndarray | None, tuple[tuple[str, bool], ...]]:
+        """Rebuild the wrapped library's object from the told values; (the population asked again if
+        ``pending``, else None; the optimizer's own checks as (what, reproduced) pairs)."""
+        raise NotImplementedError
+
+    def _adopt_rng(self, rng: np.random.Generator) -> None:
+        """Replay every saved tell on the freshly built optimizer; refuse a state it does not reproduce.
+
+        The constructor seeded ``self._rng`` from the saved seed, so the replay draws exactly as the
+        original run did; ``rng`` is the saved generator to compare with.
+        """
+        saved = {k: getattr(self, k) for k in KEPT}
+        try:
+            pending, checks = self._replay_told(pending=saved["_pending"] is not None)
+        except Exception as exc:  # the library failing on values it accepted when they were first told
+            raise ValueError(f"replay did not reproduce the saved state: {self._library} failed "
+                             f"({type(exc).__name__}: {exc})") from exc
+        mismatch = [what for what, same in (
+            ("random generator", tree_equal(to_data(self._rng.bit_generator.state), to_data(rng.bit_generator.state))
+             and type(self._rng.bit_generator) is type(rng.bit_generator)),
+            *checks,
+            ("pending population", pending is None or np.array_equal(pending, saved["_pending"], equal_nan=True)),
+        ) if not same]
+        if mismatch:
+            raise ValueError(f"replay did not reproduce the saved state ({', '.join(mismatch)} differ)")
+        for k, v in saved.items():
+            setattr(self, k, v)
 
     @property
     def _told_values(self) -> np.ndarray:
