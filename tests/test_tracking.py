@@ -21,6 +21,16 @@ mlflow = pytest.importorskip("mlflow")  # part of the replication extra, install
 from replication.tracking import Tracker, aggregate, median_curve, variants  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def patient_connections(monkeypatch):
+    """Tests that create a database through the command line wait as long as creating its tables takes.
+
+    The 15 s default bounds a connection for users; on 2 busy cores creating MLflow's tables alone
+    can take that long, which made these tests fail at random. Tests of the timeout set their own.
+    """
+    monkeypatch.setenv("SABO_BENCH_TRACKING_TIMEOUT", "120")
+
+
 @pytest.fixture(scope="module")
 def empty_db(tmp_path_factory):
     """An MLflow database with its tables created: creating them takes 10-15 s on a busy machine."""
@@ -439,9 +449,10 @@ def test_tracker_dying_mid_study_is_a_warning(cli, tmp_path, monkeypatch, capsys
     assert rc == 0 and "1 records could not be logged" in err
     rc, out, err = cli("track", capsys=capsys)
     assert rc == 1 and "2 records could not be logged" in err
-    monkeypatch.undo()
+    monkeypatch.undo()  # the tracker works again (undo also took back patient_connections' setting)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.setenv("SABO_BENCH_TRACKING_TIMEOUT", "120")
     rc, out, _ = cli("track", capsys=capsys)
     assert rc == 0 and "2 records logged" in out
 
