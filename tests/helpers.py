@@ -1,4 +1,6 @@
-"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study, README parts."""
+"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study, README parts,
+benchmark scripts as modules."""
+import importlib.util
 import re
 from pathlib import Path
 
@@ -7,6 +9,15 @@ import pytest
 
 from replication.config import RunConfig, code_version
 from replication.engine import checkpoint_path, execute
+
+
+def benchmark_script(name: str):
+    """``benchmarks/<name>.py`` imported as a module (the scripts are not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def sphere(X):

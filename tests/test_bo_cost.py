@@ -1,23 +1,18 @@
 """benchmarks/bo_cost.py: the states it builds, its projection arithmetic, its budget stop (a few seconds)."""
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import benchmark_script
 
 pytest.importorskip("botorch")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bo_cost.py"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bo_cost", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("bo_cost")
 
 
 def test_built_states_hold_the_data_of_iteration_k(bench):

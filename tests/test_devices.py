@@ -1,6 +1,6 @@
 """GPU scheduling: one device per run, on CPU with stubbed devices (local pool) and fake GPUs (Ray)."""
 import pytest
-from helpers import small_config
+from helpers import benchmark_script, small_config
 
 from replication import executors
 from replication.devices import visible_gpus, worker_devices
@@ -75,13 +75,7 @@ def test_prompt_runs_on_cuda_need_one_gpu_each(device, gpus):
 
 def test_study_check_counts_runs_per_device_and_overlaps_across_devices():
     """benchmarks/prompt_study_check.py's evidence on a multi-GPU machine: runs per device, overlapping pairs."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "prompt_study_check.py"
-    spec = importlib.util.spec_from_file_location("prompt_study_check", path)
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = benchmark_script("prompt_study_check")
 
     def record(device, start, end):
         return {"provenance": {"cuda_visible_devices": device, "started_utc": f"2026-11-26T10:00:{start:02d}.000+00:00",

@@ -1,24 +1,18 @@
 """benchmarks/rho_sensitivity.py: the perturbation it measures, and its output on a tiny grid (a few seconds)."""
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import benchmark_script
 
 import sabo
 from sabo.estimators import search_gradients, utilities
 from sabo.perturbation import closed_form_lambda
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "rho_sensitivity.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("rho_sensitivity", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("rho_sensitivity")
 
 
 @pytest.mark.parametrize("rho", [0.05, 0.7, 3.0])
