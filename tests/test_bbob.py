@@ -192,6 +192,8 @@ def test_cocopp_reads_the_runs_coco_data_offline(tmp_path):
     assert not list(written["bbob"].rglob("*.pdf")) and not list(written["bbob"].rglob("*.tex"))
     tables = (folder / "pptables.html").read_text()
     assert "f1" in tables and "f15" in tables
+    again = run_cocopp(records, tmp_path / "runs", tmp_path / "again")["bbob"] / "all_methods" / "pptables.html"
+    assert again.read_text() == tables  # cocopp's bootstrap is seeded: the same records, the same pages
 
 
 def test_report_without_coco_data_says_so(tmp_path):

@@ -9,8 +9,8 @@ triples solved, which is the end point of COCO's runtime ECDF (cocopp's ``pprldm
 
 ``cocopp`` runs on the COCO data the runs' observers wrote (``runs/bbob/<suite>/<method>/<hash>.files``):
 the report copies each method's finished runs into one folder per method and suite and runs
-``python -m cocopp`` on them (offline: no reference archive is named, so none is fetched), into
-``<out>/bbob/<suite>/``.
+``python -m cocopp`` on them (offline: no reference archive is named, so none is fetched; numpy's
+global generator seeded, see :data:`COCOPP_SEEDED`), into ``<out>/bbob/<suite>/``.
 """
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ from .problem import TARGETS
 from .study import REPORT_NAME, configs, suite_methods
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
+# `python -m cocopp` with numpy's global generator seeded: cocopp draws its bootstrap dispersions
+# (the percentile ranges in its tables) and marker offsets from it unseeded, so the same records
+# gave other pages at every regeneration
+COCOPP_SEEDED = ("import runpy, numpy; numpy.random.seed(0); "
+                 "runpy.run_module('cocopp', run_name='__main__', alter_sys=True)")
 COCOPP_FOLDER = "all_methods"   # cocopp names its output folder after the methods and the time; we rename it
 # cocopp's copies for LaTeX papers (a fifth of its output); the HTML pages show the SVGs. `python -m cocopp` on
 # the runs' COCO data writes them again
@@ -272,7 +277,7 @@ def run_cocopp(records: list[dict], runs_dir: Path, out_dir: Path) -> dict[str, 
             # here, so its proxy points nowhere and the look-up fails at once instead of waiting on a network
             env = {**os.environ, "MPLBACKEND": "Agg", "http_proxy": OFFLINE_PROXY, "https_proxy": OFFLINE_PROXY,
                    "HTTP_PROXY": OFFLINE_PROXY, "HTTPS_PROXY": OFFLINE_PROXY, "no_proxy": "", "NO_PROXY": ""}
-            proc = subprocess.run([sys.executable, "-m", "cocopp", "-o", str(pp),
+            proc = subprocess.run([sys.executable, "-c", COCOPP_SEEDED, "-o", str(pp),
                                    *(str(Path(tmp, suite, m)) for m in methods)],
                                   capture_output=True, text=True, env=env, cwd=tmp)
             folders = [p for p in pp.iterdir() if p.is_dir()] if pp.is_dir() else []
