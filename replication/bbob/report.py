@@ -10,7 +10,8 @@ triples solved, which is the end point of COCO's runtime ECDF (cocopp's ``pprldm
 ``cocopp`` runs on the COCO data the runs' observers wrote (``runs/bbob/<suite>/<method>/<hash>.files``):
 the report copies each method's finished runs into one folder per method and suite and runs
 ``python -m cocopp`` on them (offline: no reference archive is named, so none is fetched; numpy's
-global generator seeded, see :data:`COCOPP_SEEDED`), into ``<out>/bbob/<suite>/``.
+global generator seeded and its output otherwise fixed too, see :data:`COCOPP_SEEDED`: the same records
+give the same files), into ``<out>/bbob/<suite>/``.
 """
 from __future__ import annotations
 
@@ -44,11 +45,14 @@ from .problem import TARGETS
 from .study import REPORT_NAME, configs, suite_methods
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
-# `python -m cocopp` with numpy's global generator seeded: cocopp draws its bootstrap dispersions
-# (the percentile ranges in its tables) and marker offsets from it unseeded, so the same records
-# gave other pages at every regeneration
-COCOPP_SEEDED = ("import runpy, numpy; numpy.random.seed(0); "
+# `python -m cocopp`, made deterministic: it draws its bootstrap dispersions (the percentile ranges
+# in its tables) and marker offsets from numpy's global generator unseeded, so the same records
+# gave other pages at every regeneration; seeded here, with string hashing fixed (PYTHONHASHSEED in
+# COCOPP_ENV: the order of its draws may follow set order) and matplotlib's SVG ids and dates fixed
+COCOPP_SEEDED = ("import runpy, numpy, matplotlib; numpy.random.seed(0); "
+                 "matplotlib.rcParams['svg.hashsalt'] = 'sabo-bench'; "
                  "runpy.run_module('cocopp', run_name='__main__', alter_sys=True)")
+COCOPP_ENV = {"PYTHONHASHSEED": "0", "SOURCE_DATE_EPOCH": "0", "MPLBACKEND": "Agg"}
 COCOPP_FOLDER = "all_methods"   # cocopp names its output folder after the methods and the time; we rename it
 # cocopp's copies for LaTeX papers (a fifth of its output); the HTML pages show the SVGs. `python -m cocopp` on
 # the runs' COCO data writes them again
@@ -275,7 +279,7 @@ def run_cocopp(records: list[dict], runs_dir: Path, out_dir: Path) -> dict[str, 
             pp = Path(tmp, f"pp-{suite}")
             # offline: cocopp looks up the list of official archives when imported; no archive is named
             # here, so its proxy points nowhere and the look-up fails at once instead of waiting on a network
-            env = {**os.environ, "MPLBACKEND": "Agg", "http_proxy": OFFLINE_PROXY, "https_proxy": OFFLINE_PROXY,
+            env = {**os.environ, **COCOPP_ENV, "http_proxy": OFFLINE_PROXY, "https_proxy": OFFLINE_PROXY,
                    "HTTP_PROXY": OFFLINE_PROXY, "HTTPS_PROXY": OFFLINE_PROXY, "no_proxy": "", "NO_PROXY": ""}
             proc = subprocess.run([sys.executable, "-c", COCOPP_SEEDED, "-o", str(pp),
                                    *(str(Path(tmp, suite, m)) for m in methods)],
