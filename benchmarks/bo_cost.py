@@ -61,6 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import baselines  # noqa: E402
+from replication import storage  # noqa: E402
 from sabo.protocol import AskTellOptimizer  # noqa: E402
 
 METHODS = ("turbo", "gibo")
@@ -192,11 +193,8 @@ def budget(seconds: float | None):
 
 
 def write_json(path: Path | None, report: dict) -> None:
-    if path is None:
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=1))
-    os.replace(tmp, path)
+    if path is not None:
+        storage.write_json(path, report)  # atomic: a stopped measurement keeps its last complete report
 
 
 COLUMNS = (("ask_s", "ask s"), ("tell_s", "tell s"), ("total_s", "total s"), ("ask_cpu_s", "ask CPU s"),

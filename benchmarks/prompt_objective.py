@@ -83,7 +83,6 @@ of the GPU's kernel and memory-copy intervals) / wall time of the iteration.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -98,6 +97,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from replication.prompt.model import compile_encoder, random_backbone, roberta_large_config, set_attention
 from replication.prompt.objective import PromptObjective, encode_ids
 from replication.prompt.soft_prompt import PromptProjection
+from replication.storage import write_json
 
 # RoBERTa's special ids and a few template token ids (Ġ. = 479, ĠIt = 85, Ġwas = 21)
 BOS, PAD, EOS, UNK, MASK = 0, 1, 2, 3, 50264
@@ -390,9 +390,7 @@ def main(argv=None) -> dict:
     def save():  # after every mode: a part stopped by its time limit keeps what it measured
         out = {"info": info, "rows": rows, "idle_share": profiles}
         if args.json:
-            with open(args.json + ".tmp", "w") as fh:
-                json.dump(out, fh, indent=2)
-            os.replace(args.json + ".tmp", args.json)
+            write_json(args.json, out)
         return out
 
     for wname in args.workloads:

@@ -48,6 +48,6 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
         return float(eval_cost)
     cls = optimizer_class(config)
     popsize = config.params.get("popsize")
-    evaluations = evaluations_per_iteration(cls, dim, popsize)
     popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
+    evaluations = evaluations_per_iteration(cls, dim, popsize)
     return iterations(config.budget, evaluations) * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

@@ -51,6 +51,7 @@ import shutil
 import subprocess
 import time
 import warnings
+from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -190,6 +191,14 @@ def provenance_summary(records: list[dict]) -> str:
     commits = ", ".join(f"`{r}`" for r in revisions) or "none"
     span = f"{finished[0]} to {finished[-1]}" if finished else "-"
     return f"Produced by commit(s) {commits}; runs finished {span}; summed run time {minutes:.1f} min."
+
+
+def wall_minutes(records: list[dict], key) -> defaultdict:
+    """Summed wall time of ``records`` in minutes per ``key(config dict)`` (a report's "Where the time goes")."""
+    out = defaultdict(float)
+    for r in records:
+        out[key(r["config"])] += r["provenance"]["wall_time_s"] / 60.0
+    return out
 
 
 def _now() -> str:

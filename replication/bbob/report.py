@@ -39,7 +39,7 @@ from replication.claims import (
     write_report,
 )
 from replication.config import RunConfig
-from replication.engine import files_path, provenance_summary
+from replication.engine import files_path, provenance_summary, wall_minutes
 
 from .problem import TARGETS
 from .study import REPORT_NAME, configs, suite_methods
@@ -117,7 +117,6 @@ def evaluation_mismatches(records: list[dict]) -> list[str]:
 class Context:
     def __init__(self, runs: list[Run]):
         self.runs = runs
-        self.by_key = {(r.suite, r.dim, r.function, r.method, r.instance): r for r in runs}
 
     def select(self, check: dict, method: str) -> list[Run]:
         functions, dims = check.get("functions"), check.get("dims")
@@ -371,10 +370,7 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
            "Summed wall time of the runs (minutes), per suite, dimension and method:", "",
            "| suite | d | " + " | ".join(figures.method_label(m) for m in methods) + " |",
            "|---|---|" + "---|" * len(methods)]
-    wall = defaultdict(float)
-    for r in records:
-        c = r["config"]
-        wall[(c["setting"], c["problem"]["dim"], c["method"])] += r["provenance"]["wall_time_s"] / 60.0
+    wall = wall_minutes(records, lambda c: (c["setting"], c["problem"]["dim"], c["method"]))
     for suite, dim in sorted({(s, d) for s, d, _ in wall}):
         md.append(f"| {suite} | {dim} | " + " | ".join(f"{wall[(suite, dim, m)]:.1f}" if (suite, dim, m) in wall
                                                        else "-" for m in methods) + " |")

@@ -95,13 +95,10 @@ def optimizer_device(p: dict, method: str) -> dict:
     CUDA the GPs share the run's GPU with the backbone; their memory is small beside it (GIBO: a
     200-point window; TuRBO-1: at most 10^4 points, 0.8 GB for the kernel matrix in float64).
     """
-    import inspect
-
     import baselines
 
     optimizer = (p["methods"][method] or {}).get("optimizer", method)
-    cls = baselines.REGISTRY.get(optimizer)
-    takes_device = cls is not None and "device" in inspect.signature(cls.__init__).parameters
+    takes_device = baselines.find(optimizer) is not None and "device" in baselines.parameters(optimizer)
     return {"device": p["device"]} if takes_device else {}
 
 

@@ -1,7 +1,6 @@
 """Report of the synthetic study: figures like the paper's Figures 1-5, tables, claim verdicts."""
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from replication.claims import (
     write_report,
 )
 from replication.config import RunConfig
-from replication.engine import provenance_summary
+from replication.engine import provenance_summary, wall_minutes
 
 from .study import REPORT_NAME, configs, iterations_at, methods_at, profile_methods
 
@@ -404,10 +403,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            "Summed wall time of the runs (minutes, all seeds and functions), per setting and method:", "",
            "| setting | " + " | ".join(figures.method_label(m) for m in methods) + " |",
            "|---" * (len(methods) + 1) + "|"]
-    wall = defaultdict(float)
-    for r in records:
-        c = r["config"]
-        wall[(c["setting"], c["method"])] += r["provenance"]["wall_time_s"] / 60.0
+    wall = wall_minutes(records, lambda c: (c["setting"], c["method"]))
     for setting in settings:
         md.append(f"| {setting} | " + " | ".join(f"{wall[(setting, m)]:.1f}" if m in methods_at(p, prof, setting)
                                                  else "-" for m in methods) + " |")
