@@ -51,6 +51,12 @@ def is_module_path(value) -> bool:
     return isinstance(value, str) and _MODULE.fullmatch(value) is not None
 
 
+def class_path(spec) -> tuple[str, str] | None:
+    """``(module, attribute)`` of ``spec`` = ``"package.module:Class"``, or None when it is not of that form."""
+    module, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    return (module, attr) if sep and is_module_path(module) and attr.isidentifier() else None
+
+
 def entry_points() -> dict[str, list[importlib.metadata.EntryPoint]]:
     """The group's entry points by name, from the installed metadata (nothing is imported).
 
@@ -98,9 +104,10 @@ def import_class(spec, allow) -> type:
     ``allow`` lists exact module names (a package does not allow its submodules): the explicit
     setting without which nothing named in a parameter file is imported.
     """
-    module, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    if not sep or not is_module_path(module) or not attr.isidentifier():
+    parsed = class_path(spec)
+    if parsed is None:
         raise PluginError(f"{spec!r} is not of the form 'package.module:Class'")
+    module, attr = parsed
     if module not in allow:
         listed = ", ".join(allow) or "empty"
         raise PluginError(f"{spec!r}: module {module!r} is not in the allow-list ({listed}); list it under "

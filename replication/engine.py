@@ -61,6 +61,7 @@ from filelock import FileLock, Timeout
 import baselines
 from sabo import SettingsWarning
 from sabo.protocol import NonFiniteValueError
+from sabo.validation import check_int
 
 from . import stopping
 from .config import RunConfig, iterations
@@ -259,8 +260,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
-        opt, curve, stamps, elapsed, resumes, started = resumed
-        max_iter = iterations(config.budget, opt.evals_per_iteration)
+        opt, max_iter, curve, stamps, elapsed, resumes, started = resumed
     else:
         opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params,
                              **_budget_argument(optimizer, params, problem.x0.size, config.budget))
@@ -278,7 +278,8 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         if files is not None:
             return
         write_state(ckpt, {"schema": CHECKPOINT_SCHEMA, "config_hash": config.hash, "config": config.to_dict(),
-                           "optimizer": opt.state_dict(), "curve": curve.state(), "curve_time_unix_s": stamps,
+                           "optimizer": opt.state_dict(), "max_iter": max_iter, "curve": curve.state(),
+                           "curve_time_unix_s": stamps,
                            "problem": problem.get_state(),
                            "elapsed": elapsed + time.perf_counter() - t0, "resumes": resumes, "started": started})
 
@@ -353,8 +354,13 @@ def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> di
 
 
 def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
-    """(optimizer, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
+    """(optimizer, max_iter, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
 
+    ``max_iter`` (the curve's grid): the budget's ``max_iter``, or under ``max_evals`` the one the
+    run started with, read from the checkpoint: it comes from the optimizer's
+    ``evals_per_iteration``, which may change after the first iteration (MMES evaluates x0 in it),
+    so recomputing it from the restored optimizer would put the rest of the curve on another grid
+    than an uninterrupted run's (checkpoints written before it was kept recompute it as before).
     ``stamps`` are the wall times of the curve points (None for points of a checkpoint written
     before they were kept).
 
@@ -370,7 +376,11 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
         opt = baselines.restore(optimizer, state["optimizer"])  # the class from the config's name, not the file
         if opt.dim != problem.x0.size:
             raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
-        curve = Curve.from_state(iterations(config.budget, opt.evals_per_iteration), state["curve"])
+        max_iter = iterations(config.budget, opt.evals_per_iteration)
+        if "max_evals" in config.budget:  # only the grid and the progress bar read it; the loop counts evaluations
+            max_iter = check_int("max_iter", state.get("max_iter", max_iter), minimum=0,
+                                 maximum=int(config.budget["max_evals"]))
+        curve = Curve.from_state(max_iter, state["curve"])
         stamps = state.get("curve_time_unix_s", [None] * len(curve.columns["nit"]))
         if not (isinstance(stamps, list) and len(stamps) == len(curve.columns["nit"])
                 and all(t is None or isinstance(t, float) for t in stamps)):
@@ -380,7 +390,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
     except Exception as exc:  # any defect of the file: recompute rather than stop the study
         quarantine(ckpt, f"{type(exc).__name__}: {exc}")
         return None
-    return opt, curve, stamps, elapsed, resumes, started
+    return opt, max_iter, curve, stamps, elapsed, resumes, started
 
 
 def _final_evaluation(problem, mean) -> dict:

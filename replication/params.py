@@ -249,10 +249,10 @@ def _module_path(value):
 
 
 def _class_path(value):
-    module, colon, attr = value.partition(":") if isinstance(value, str) else ("", "", "")
-    if not colon or not attr.isidentifier():
-        raise PydanticCustomError(_RULE, "must be 'package.module:Class'")
-    _module_path(module)
+    from baselines.plugins import class_path
+
+    if class_path(value) is None:
+        raise PydanticCustomError(_RULE, "must be 'package.module:Class' (a dotted module path, a colon, a class name)")
     return value
 
 

@@ -262,3 +262,20 @@ def test_sabo_in_nevergrad_hands_out_whole_populations():
 def test_sabo_does_not_need_nevergrad():
     code = "import sys, sabo, baselines, replication.engine; sys.exit('nevergrad' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_the_nevergrad_sabo_has_sabos_defaults_and_passes_every_setting_on():
+    """ParametrizedSABO repeats SABO's keyword defaults (Nevergrad's repr lists the arguments set): they must agree."""
+    import inspect
+
+    import sabo
+    from sabo.integrations.nevergrad import ParametrizedSABO
+
+    config = ParametrizedSABO()
+    expected = inspect.signature(sabo.SABO).parameters
+    assert config.settings == {k: expected[k].default for k in config.settings}
+    assert set(inspect.signature(ParametrizedSABO).parameters) == {"popsize", "scale", *config.settings}
+    chosen = ParametrizedSABO(lr=0.3, rho=0.7, baseline="center", shaping="none", precision_floor=0.1)
+    config = chosen(ng.p.Array(shape=(5,)), budget=40).sabo.state_dict()["config"]
+    assert config["lr"] == {"kind": "constant", "value": 0.3} and config["rho"] == {"kind": "constant", "value": 0.7}
+    assert (config["baseline"], config["shaping"], config["precision_floor"]) == ("center", "none", 0.1)

@@ -1,4 +1,5 @@
 """The run engine as an operator meets it: hostile or broken files in runs/, locks, file modes."""
+import dataclasses
 import json
 import os
 import pickle
@@ -13,7 +14,7 @@ from filelock import FileLock
 from helpers import checkpoint_of, deterministic_part, small_config
 
 from replication.engine import RunBusy, checkpoint_path, execute, load_record, lock_path, record_path, record_status
-from replication.storage import QUARANTINE_MARK, quarantined_files, read_state, write_json
+from replication.storage import QUARANTINE_MARK, quarantined_files, read_state, write_json, write_state
 
 
 class Payload:
@@ -219,3 +220,33 @@ def test_the_problem_is_built_once_unless_a_restore_failed(tmp_path, monkeypatch
     calls.clear()
     execute(cfg, tmp_path / "b")
     assert len(calls) == 2  # rebuilt after the failed restore
+
+
+def test_an_evaluation_budget_run_of_mmes_resumes_to_the_same_curve(tmp_path):
+    """MMES's first iteration evaluates x0 too (N + 1 rows, N afterwards): the curve's grid, which a
+    ``max_evals`` budget derives from the evaluations per iteration, must be the one the run started with."""
+    cfg = dataclasses.replace(small_config("mmes", T=0), budget={"max_evals": 10 * 91})
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
+    assert read_state(ckpt)["max_iter"] == 10 * 91 // 11
+    resumed = execute(cfg, tmp_path / "runs")
+    assert resumed["provenance"]["resumed"] == 1
+    fresh = execute(cfg, tmp_path / "fresh")
+    assert resumed["result"]["curve"]["nit"] == fresh["result"]["curve"]["nit"]
+    assert deterministic_part(resumed) == deterministic_part(fresh)
+
+
+def test_a_checkpoints_max_iter_cannot_stretch_a_run(tmp_path, capsys):
+    """An iteration budget comes from the config alone; an evaluation budget's grid length is bounded by it."""
+    cfg = small_config("sabo", T=60)
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=20)
+    write_state(ckpt, {**read_state(ckpt), "max_iter": 10**6})
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 1 and record["result"]["curve"]["nit"][-1] == 60
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+
+    cfg = dataclasses.replace(small_config("mmes", T=0), budget={"max_evals": 500})
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=20)
+    write_state(ckpt, {**read_state(ckpt), "max_iter": 501})
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 0
+    assert "max_iter must be an integer in [0, 500]" in capsys.readouterr().err

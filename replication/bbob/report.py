@@ -207,15 +207,14 @@ CHECKERS = {"solved_fraction": check_solved_fraction, "ert_ratio": check_ert_rat
 def solved_table(runs: list[Run], methods: list[str]) -> list[str]:
     """Rows: suite and dimension group; columns: methods; cells: fraction of (function, target, instance)
     triples solved, with the number of runs."""
-    acc = defaultdict(list)
+    acc, dims_of = defaultdict(list), defaultdict(set)
     for r in runs:
         acc[(r.suite, dim_group(r.dim), r.method)].append(r.solved)
-    rows = sorted({(s, g) for s, g, _ in acc}, key=lambda sg: (sg[0], min(r.dim for r in runs if r.suite == sg[0]
-                                                                         and dim_group(r.dim) == sg[1])))
+        dims_of[(r.suite, dim_group(r.dim))].add(r.dim)
     lines = ["| suite | d | " + " | ".join(figures.method_label(m) for m in methods) + " |",
              "|---|---|" + "---|" * len(methods)]
-    for suite, group in rows:
-        dims = sorted({r.dim for r in runs if r.suite == suite and dim_group(r.dim) == group})
+    for suite, group in sorted(dims_of, key=lambda sg: (sg[0], min(dims_of[sg]))):
+        dims = sorted(dims_of[(suite, group)])
         cells = []
         best = max((np.mean(acc[(suite, group, m)]) for m in methods if acc.get((suite, group, m))), default=None)
         for m in methods:
@@ -232,11 +231,14 @@ def solved_table(runs: list[Run], methods: list[str]) -> list[str]:
 def plot_ecdf(runs: list[Run], methods: list[str], budgets: dict, path: Path, title: str) -> list[Path]:
     """Runtime ECDFs (one panel per suite and dimension): the fraction of (function, target, instance)
     triples solved within x evaluations / d, as cocopp's ``pprldmany`` without its simulated restarts."""
-    panels = sorted({(r.suite, r.dim) for r in runs})
+    by_panel = defaultdict(list)
+    for r in runs:
+        by_panel[(r.suite, r.dim, r.method)].append(r)
+    panels = sorted({(suite, dim) for suite, dim, _ in by_panel})
     fig, axes = figures.new_figure(len(panels), title)
     for ax, (suite, dim) in zip(axes, panels):
         for method in methods:
-            sel = [r for r in runs if r.suite == suite and r.dim == dim and r.method == method]
+            sel = by_panel.get((suite, dim, method))
             if not sel:
                 continue
             times = np.sort(np.array([t for r in sel for t in r.runtimes], dtype=float)) / dim

@@ -10,3 +10,11 @@ MODEL_ATTENTIONS = ("sdpa", "eager")
 # prompt.attention: one of those, or `varlen`: rows packed without padding through our RoBERTa
 # encoder loop (replication/prompt/packed.py), variable-length flash attention on CUDA
 ATTENTIONS = (*MODEL_ATTENTIONS, "varlen")
+# the optional keys of the prompt section: the schema's defaults (replication/prompt/params.py) and
+# what the study, the report and `prepare` use where a section omits them
+DEFAULTS = {"attention": "varlen", "bucketing": True, "compile": True}
+
+
+def option(section: dict, key: str):
+    """``section[key]``, or its default (:data:`DEFAULTS`) where the section omits it."""
+    return section.get(key, DEFAULTS[key])

@@ -1,8 +1,8 @@
 """The schema of ``params.yaml``'s ``prompt`` section (see :mod:`replication.params`).
 
 One field per key: a new key of the section needs a field in :class:`PromptParams` (unknown keys
-are refused), e.g. ``compile: Flag = True`` or ``attention: one_of(*ATTENTIONS) = "varlen"`` (a
-default keeps older files valid; keep it equal to the study's default).
+are refused), e.g. ``compile: Flag = DEFAULTS["compile"]`` (a default keeps older files valid; the
+defaults live in :data:`replication.prompt.options.DEFAULTS`, which the study reads too).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from replication.params import (
     rule,
 )
 
-from .options import ATTENTIONS, SELECTIONS, WEIGHTS
+from .options import ATTENTIONS, DEFAULTS, SELECTIONS, WEIGHTS
 from .tasks import ZERO_SHOT
 
 Iterations = Annotated[int, Ge(0), rule("must be an integer >= 0")]
@@ -50,9 +50,9 @@ class PromptParams(StudySection):
     backbone: Text                 # a hub name or a local directory
     device: Text                   # cuda, cuda:1, cpu, ...
     weights: one_of(*WEIGHTS)
-    attention: one_of(*ATTENTIONS) = "varlen"
-    bucketing: Flag = True
-    compile: Flag = True
+    attention: one_of(*ATTENTIONS) = DEFAULTS["attention"]
+    bucketing: Flag = DEFAULTS["bucketing"]
+    compile: Flag = DEFAULTS["compile"]
     k_shot: PosInt
     max_length: PosInt
     placeholder_offset: NonNegInt

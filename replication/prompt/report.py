@@ -31,6 +31,7 @@ from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
 from replication.figures import grid_text
 
+from .options import option
 from .study import REPORT_NAME, configs
 from .tasks import TASKS, ZERO_SHOT
 
@@ -289,9 +290,9 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            f"Backbone `{p['backbone']}` on `{p['device']}`, "
            + ("fp32 weights with bf16 autocast on CUDA" if p["weights"] == "fp32" else "weights and compute in bf16")
            + (", rows packed without padding (variable-length attention)"
-              if p.get("attention", "varlen") == "varlen" else
-              f", {p['attention']} attention" + (", length-bucketed batches" if p.get("bucketing", True) else ""))
-           + (", compiled encoder" if p.get("compile", True) else "") + ". "
+              if option(p, "attention") == "varlen" else
+              f", {p['attention']} attention" + (", length-bucketed batches" if option(p, "bucketing") else ""))
+           + (", compiled encoder" if option(p, "compile") else "") + ". "
            + "BBT's setup: 50 soft-prompt "
            "tokens added to the embedding output at positions 1..50, p = A z with A ~ N(0, sigma_e^2 / d), "
            f"templates and label words of BBT, k = {p['k_shot']} examples per class for train and for dev, "

@@ -47,7 +47,7 @@ from replication.config import RunConfig, code_version, content_hash, method_par
 from replication.errors import ResourceUnavailable
 from replication.studies import active_profile
 
-from .options import ATTENTIONS, SELECTIONS, WEIGHTS
+from .options import ATTENTIONS, SELECTIONS, WEIGHTS, option
 from .tasks import ZERO_SHOT
 
 STUDY = "prompt"
@@ -68,10 +68,10 @@ def _profile(params: dict) -> tuple[str, dict]:
         raise ValueError(f"prompt.selection must be one of {SELECTIONS} (got {p['selection']!r})")
     if p["weights"] not in WEIGHTS:
         raise ValueError(f"prompt.weights must be one of {WEIGHTS} (got {p['weights']!r})")
-    if p.get("attention", "varlen") not in ATTENTIONS:
+    if option(p, "attention") not in ATTENTIONS:
         raise ValueError(f"prompt.attention must be one of {ATTENTIONS} (got {p['attention']!r})")
     for key in ("bucketing", "compile"):
-        if not isinstance(p.get(key, False), bool):
+        if not isinstance(option(p, key), bool):
             raise ValueError(f"prompt.{key} must be true or false (got {p[key]!r})")
     unknown = set(prof.get("methods", [])) - set(p["methods"])
     if unknown:
@@ -82,8 +82,7 @@ def _profile(params: dict) -> tuple[str, dict]:
 
 def _problem(p: dict, task: str, dim: int) -> dict:
     return {"name": task, "dim": int(dim), "backbone": p["backbone"], "device": p["device"], "weights": p["weights"],
-            "attention": p.get("attention", "varlen"), "bucketing": bool(p.get("bucketing", True)),
-            "compile": bool(p.get("compile", True)),
+            "attention": option(p, "attention"), "bucketing": option(p, "bucketing"), "compile": option(p, "compile"),
             "k_shot": int(p["k_shot"]), "max_length": int(p["max_length"]),
             "placeholder_offset": int(p["placeholder_offset"])}
 
@@ -243,7 +242,7 @@ def prepare(params: dict) -> list[str]:
             prepared.append({"task": task, "seed": int(seed), "sizes": found["sizes"]})
             lines.append(f"{task} seed {seed}: {found['sizes']} ({state})")
     if prof["tasks"]:
-        _backbone(p["backbone"], p["device"], p["weights"], p.get("attention", "varlen"), bool(p.get("compile", True)))
+        _backbone(p["backbone"], p["device"], p["weights"], option(p, "attention"), option(p, "compile"))
         lines.append(f"backbone {p['backbone']!r} loads on {p['device']}")
     else:
         lines.append(f"profile {name!r} runs no prompt task: nothing to prepare")

@@ -58,11 +58,8 @@ class _SABO(base.Optimizer):
     def sabo(self) -> sabo.SABO:
         """The :class:`sabo.SABO` instance driven (built on first use)."""
         if self._sabo is None:
-            c = self._config
-            self._sabo = sabo.SABO(np.zeros(self.dimension), sigma0=c.scale, popsize=self._popsize, lr=c.lr, rho=c.rho,
-                                   seed=int(self._rng.randint(2**31 - 1)), baseline=c.baseline, shaping=c.shaping,
-                                   perturbation=c.perturbation, rho_reading=c.rho_reading,
-                                   precision_floor=c.precision_floor, nonfinite=c.nonfinite)
+            self._sabo = sabo.SABO(np.zeros(self.dimension), sigma0=self._config.scale, popsize=self._popsize,
+                                   seed=int(self._rng.randint(2**31 - 1)), **self._config.settings)
         return self._sabo
 
     def _internal_ask_candidate(self):
@@ -112,13 +109,12 @@ class ParametrizedSABO(base.ConfiguredOptimizer):
                  shaping: str = "zscore", perturbation: str = "closed_form", rho_reading: str = "paper",
                  precision_floor: float = 0.05, nonfinite: str = "raise") -> None:
         super().__init__(_SABO, locals(), as_config=True)
-        self.popsize, self.scale, self.lr, self.rho = popsize, scale, lr, rho
-        self.baseline, self.shaping, self.perturbation = baseline, shaping, perturbation
-        self.rho_reading, self.precision_floor, self.nonfinite = rho_reading, precision_floor, nonfinite
+        self.popsize, self.scale = popsize, scale
+        #: the keyword arguments passed on to :class:`sabo.SABO` as they are
+        self.settings = dict(lr=lr, rho=rho, baseline=baseline, shaping=shaping, perturbation=perturbation,
+                             rho_reading=rho_reading, precision_floor=precision_floor, nonfinite=nonfinite)
         # SABO validates its arguments; building one here reports a bad configuration at once
-        sabo.SABO(np.zeros(2), sigma0=scale, popsize=popsize or 4, lr=lr, rho=rho, seed=0, baseline=baseline,
-                  shaping=shaping, perturbation=perturbation, rho_reading=rho_reading, precision_floor=precision_floor,
-                  nonfinite=nonfinite)
+        sabo.SABO(np.zeros(2), sigma0=scale, popsize=popsize or 4, seed=0, **self.settings)
 
 
 #: The default configuration, registered as ``ng.optimizers.registry["SABO"]``.
