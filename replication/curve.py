@@ -67,6 +67,9 @@ class Curve:
             raise ValueError("curve state: columns have different lengths")
         if isinstance(nxt, bool) or not isinstance(nxt, int) or not 0 <= nxt <= len(curve.grid):
             raise ValueError(f"curve state: next must be an integer in [0, {len(curve.grid)}] (got {nxt!r})")
+        if columns["nit"] != [0, *curve.grid[:nxt]]:  # points are taken at iteration 0 and at each grid iteration
+            raise ValueError(f"curve state: points at iterations {columns['nit']} are not those of the grid for "
+                             f"{max_iter} iterations up to its point {nxt}")
         curve.columns = {k: list(v) for k, v in columns.items()}
         curve._next = nxt
         return curve

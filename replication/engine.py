@@ -360,7 +360,9 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
     run started with, read from the checkpoint: it comes from the optimizer's
     ``evals_per_iteration``, which may change after the first iteration (MMES evaluates x0 in it),
     so recomputing it from the restored optimizer would put the rest of the curve on another grid
-    than an uninterrupted run's (checkpoints written before it was kept recompute it as before).
+    than an uninterrupted run's. A checkpoint written before it was kept recomputes it so; where
+    that is another grid (MMES), :meth:`Curve.from_state` finds the points off it and the run is
+    recomputed.
     ``stamps`` are the wall times of the curve points (None for points of a checkpoint written
     before they were kept).
 

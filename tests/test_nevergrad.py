@@ -276,6 +276,7 @@ def test_the_nevergrad_sabo_has_sabos_defaults_and_passes_every_setting_on():
     assert config.settings == {k: expected[k].default for k in config.settings}
     assert set(inspect.signature(ParametrizedSABO).parameters) == {"popsize", "scale", *config.settings}
     chosen = ParametrizedSABO(lr=0.3, rho=0.7, baseline="center", shaping="none", precision_floor=0.1)
+    assert (chosen.lr, chosen.rho, chosen.popsize, chosen.scale) == (0.3, 0.7, None, 1.0)
     config = chosen(ng.p.Array(shape=(5,)), budget=40).sabo.state_dict()["config"]
     assert config["lr"] == {"kind": "constant", "value": 0.3} and config["rho"] == {"kind": "constant", "value": 0.7}
     assert (config["baseline"], config["shaping"], config["precision_floor"]) == ("center", "none", 0.1)

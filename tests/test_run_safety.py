@@ -250,3 +250,25 @@ def test_a_checkpoints_max_iter_cannot_stretch_a_run(tmp_path, capsys):
     record = execute(cfg, tmp_path / "runs")
     assert record["provenance"]["resumed"] == 0
     assert "max_iter must be an integer in [0, 500]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method, resumed", [("sabo", 1), ("mmes", 0)])
+def test_an_evaluation_budget_checkpoint_from_before_max_iter_was_kept(tmp_path, method, resumed):
+    """Without the key the grid is recomputed from the restored optimizer: right where every iteration has the
+    same size (resumed), a curve on another grid for MMES (quarantined and recomputed, never mixed)."""
+    cfg = dataclasses.replace(small_config(method, T=0), budget={"max_evals": 10 * 91})
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
+    write_state(ckpt, {k: v for k, v in read_state(ckpt).items() if k != "max_iter"})
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == resumed
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+
+
+def test_a_checkpoint_whose_curve_is_not_on_its_grid_is_recomputed(tmp_path, capsys):
+    cfg = dataclasses.replace(small_config("mmes", T=0), budget={"max_evals": 10 * 91})
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
+    write_state(ckpt, {**read_state(ckpt), "max_iter": 300})
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 0
+    assert "are not those of the grid for 300 iterations" in capsys.readouterr().err
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))

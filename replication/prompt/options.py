@@ -11,7 +11,9 @@ MODEL_ATTENTIONS = ("sdpa", "eager")
 # encoder loop (replication/prompt/packed.py), variable-length flash attention on CUDA
 ATTENTIONS = (*MODEL_ATTENTIONS, "varlen")
 # the optional keys of the prompt section: the schema's defaults (replication/prompt/params.py) and
-# what the study, the report and `prepare` use where a section omits them
+# what the study, the report and `prepare` use where a section omits them. Not for stored run
+# configs: one written before these keys existed runs as it did then (study.make_problem's own
+# fallbacks: transformers' default attention, no bucketing, no compile), so its results still hold
 DEFAULTS = {"attention": "varlen", "bucketing": True, "compile": True}
 
 

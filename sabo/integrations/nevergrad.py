@@ -109,12 +109,15 @@ class ParametrizedSABO(base.ConfiguredOptimizer):
                  shaping: str = "zscore", perturbation: str = "closed_form", rho_reading: str = "paper",
                  precision_floor: float = 0.05, nonfinite: str = "raise") -> None:
         super().__init__(_SABO, locals(), as_config=True)
-        self.popsize, self.scale = popsize, scale
-        #: the keyword arguments passed on to :class:`sabo.SABO` as they are
-        self.settings = dict(lr=lr, rho=rho, baseline=baseline, shaping=shaping, perturbation=perturbation,
-                             rho_reading=rho_reading, precision_floor=precision_floor, nonfinite=nonfinite)
+        for name, value in self.config().items():  # public attributes, as Nevergrad's configured optimizers have
+            setattr(self, name, value)
         # SABO validates its arguments; building one here reports a bad configuration at once
         sabo.SABO(np.zeros(2), sigma0=scale, popsize=popsize or 4, seed=0, **self.settings)
+
+    @property
+    def settings(self) -> dict:
+        """The keyword arguments passed on to :class:`sabo.SABO` as they are (all but ``popsize`` and ``scale``)."""
+        return {k: v for k, v in self.config().items() if k not in ("popsize", "scale")}
 
 
 #: The default configuration, registered as ``ng.optimizers.registry["SABO"]``.
