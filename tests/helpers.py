@@ -31,7 +31,9 @@ def drive(opt, fun, rounds):
         opt.tell(X, fun(X))
 
 
-def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=150, seed=0, **params) -> RunConfig:
+def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=150, seed=0, max_evals=None,
+                 **params) -> RunConfig:
+    """A synthetic-study run of ``T`` iterations, or of ``max_evals`` evaluations where given."""
     defaults = {  # the synthetic study's settings; another registered method runs with its defaults
         "sabo": {"lr": 0.1, "rho": {"kind": "inv_sqrt", "scale": 100.0, "horizon": 3000}},
         "ingo": {"lr": 0.1},
@@ -40,7 +42,8 @@ def small_config(method="sabo", *, function="ellipsoid", dim=20, popsize=10, T=1
     return RunConfig(study="synthetic", setting=f"d{dim}_N{popsize}",
                      problem={"name": function, "dim": dim, "mu0": {"low": 0.0, "high": 1.0}},
                      method=method, params={"sigma0": 1.0, "popsize": popsize, **defaults, **params},
-                     seed=seed, budget={"max_iter": T}, code_version=code_version(method, params))
+                     seed=seed, budget={"max_iter": T} if max_evals is None else {"max_evals": max_evals},
+                     code_version=code_version(method, params))
 
 
 def deterministic_part(record: dict) -> dict:

@@ -1,5 +1,4 @@
 """The run engine as an operator meets it: hostile or broken files in runs/, locks, file modes."""
-import dataclasses
 import json
 import os
 import pickle
@@ -225,7 +224,7 @@ def test_the_problem_is_built_once_unless_a_restore_failed(tmp_path, monkeypatch
 def test_an_evaluation_budget_run_of_mmes_resumes_to_the_same_curve(tmp_path):
     """MMES's first iteration evaluates x0 too (N + 1 rows, N afterwards): the curve's grid, which a
     ``max_evals`` budget derives from the evaluations per iteration, must be the one the run started with."""
-    cfg = dataclasses.replace(small_config("mmes", T=0), budget={"max_evals": 10 * 91})
+    cfg = small_config("mmes", max_evals=10 * 91)
     ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
     assert read_state(ckpt)["max_iter"] == 10 * 91 // 11
     resumed = execute(cfg, tmp_path / "runs")
@@ -244,7 +243,7 @@ def test_a_checkpoints_max_iter_cannot_stretch_a_run(tmp_path, capsys):
     assert record["provenance"]["resumed"] == 1 and record["result"]["curve"]["nit"][-1] == 60
     assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
 
-    cfg = dataclasses.replace(small_config("mmes", T=0), budget={"max_evals": 500})
+    cfg = small_config("mmes", max_evals=500)
     ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=20)
     write_state(ckpt, {**read_state(ckpt), "max_iter": 501})
     record = execute(cfg, tmp_path / "runs")
@@ -256,7 +255,7 @@ def test_a_checkpoints_max_iter_cannot_stretch_a_run(tmp_path, capsys):
 def test_an_evaluation_budget_checkpoint_from_before_max_iter_was_kept(tmp_path, method, resumed):
     """Without the key the grid is recomputed from the restored optimizer: right where every iteration has the
     same size (resumed), a curve on another grid for MMES (quarantined and recomputed, never mixed)."""
-    cfg = dataclasses.replace(small_config(method, T=0), budget={"max_evals": 10 * 91})
+    cfg = small_config(method, max_evals=10 * 91)
     ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
     write_state(ckpt, {k: v for k, v in read_state(ckpt).items() if k != "max_iter"})
     record = execute(cfg, tmp_path / "runs")
@@ -265,7 +264,7 @@ def test_an_evaluation_budget_checkpoint_from_before_max_iter_was_kept(tmp_path,
 
 
 def test_a_checkpoint_whose_curve_is_not_on_its_grid_is_recomputed(tmp_path, capsys):
-    cfg = dataclasses.replace(small_config("mmes", T=0), budget={"max_evals": 10 * 91})
+    cfg = small_config("mmes", max_evals=10 * 91)
     ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
     write_state(ckpt, {**read_state(ckpt), "max_iter": 300})
     record = execute(cfg, tmp_path / "runs")
