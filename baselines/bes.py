@@ -76,9 +76,10 @@ class BES(AskTellOptimizer):
     def _config(self) -> dict:
         return {**super()._config(), "lr": schedule_mapping(self._lr), "spacing": self._spacing}
 
-    def _ask_rows(self) -> int:
+    @classmethod
+    def rows_per_ask(cls, popsize: int, params) -> int:
         """N + 1: the N perturbed points and the centre (also ``evals_per_iteration``)."""
-        return self._popsize + 1
+        return int(popsize) + 1
 
     def _finish_restore(self) -> None:
         if self._pending is not None and self._eps is None:

@@ -1,7 +1,7 @@
 """Relative run costs (the executors start the longest runs first), from the optimizers' own hints.
 
 A study's ``cost(config)`` states what one objective evaluation costs in its problem; the
-optimizer's part comes from the optimizer's class (``rounds_per_iteration`` and
+optimizer's part comes from the optimizer's class (``rounds_per_iteration``, ``rows_per_ask`` and
 ``cost_per_iteration``, declared on :class:`sabo.protocol.AskTellOptimizer`), found through
 :data:`baselines.REGISTRY` under the name the run engine builds it by. So no study compares
 method names, a method that runs a registered optimizer under another label
@@ -29,11 +29,13 @@ def optimizer_class(config: RunConfig) -> type:
     return cls
 
 
-def evaluations_per_iteration(cls: type, dim: int, popsize) -> int:
-    """Function evaluations of one iteration of ``cls`` at dimension ``dim``: ``rounds_per_iteration`` asks of
-    ``popsize`` rows (``None``: the class's ``default_popsize``). The budget in evaluations the run engine
+def evaluations_per_iteration(cls: type, dim: int, popsize, params: dict) -> int:
+    """Function evaluations of one iteration of ``cls`` at dimension ``dim`` built with constructor
+    arguments ``params``: ``rounds_per_iteration`` asks of ``rows_per_ask`` rows (``popsize=None``: the
+    class's ``default_popsize``; a centre point adds a row). The budget in evaluations the run engine
     gives an optimizer that takes one (``budget`` = max_iter x this)."""
-    return cls.rounds_per_iteration * (cls.default_popsize(dim) if popsize is None else int(popsize))
+    popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
+    return cls.rounds_per_iteration * cls.rows_per_ask(popsize, params)
 
 
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
@@ -49,5 +51,5 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
     cls = optimizer_class(config)
     popsize = config.params.get("popsize")
     popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
-    evaluations = evaluations_per_iteration(cls, dim, popsize)
+    evaluations = evaluations_per_iteration(cls, dim, popsize, config.params)
     return iterations(config.budget, evaluations) * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

@@ -350,7 +350,7 @@ def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> di
     if "max_evals" in budget:
         return {"budget": int(budget["max_evals"])}
     return {"budget": int(budget["max_iter"]) * evaluations_per_iteration(baselines.get(optimizer), dim,
-                                                                          params.get("popsize"))}
+                                                                          params.get("popsize"), params)}
 
 
 def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):

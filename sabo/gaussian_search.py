@@ -6,6 +6,8 @@ of eq. (32_update) -- INGO at theta_t, SABO with gradients taken at theta_t + de
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from .estimators import BASELINES, SHAPINGS, shaped_utilities
@@ -57,6 +59,12 @@ class GaussianSearch(AskTellOptimizer):
         return {**super()._config(), "lr": schedule_mapping(self._lr), "baseline": self._baseline,
                 "shaping": self._shaping, "precision_floor": self._floor}
 
+    @classmethod
+    def rows_per_ask(cls, popsize: int, params) -> int:
+        """N, plus the centre point with ``baseline="center"`` (the signature's default where ``params`` omits it)."""
+        baseline = params.get("baseline", inspect.signature(cls).parameters["baseline"].default)
+        return int(popsize) + (baseline == "center")
+
     def _ask_rows(self) -> int:
         return self.population_rows
 
@@ -76,8 +84,8 @@ class GaussianSearch(AskTellOptimizer):
 
     @property
     def population_rows(self) -> int:
-        """Rows of one ask: N, plus the centre point with ``baseline="center"``."""
-        return self._popsize + (self._baseline == "center")
+        """Rows of one ask: N, plus the centre point with ``baseline="center"`` (:meth:`rows_per_ask`)."""
+        return self.rows_per_ask(self._popsize, {"baseline": self._baseline})
 
     def _sample(self, mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
         """Draw z ~ N(0, I) (kept for the estimator) and return the population; centre last."""

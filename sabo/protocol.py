@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -83,8 +84,9 @@ class AskTellOptimizer:
     which saved states are restored. It declares its evolving state in ``_STATE_FIELDS``
     (:mod:`sabo.state`) and its constructor arguments in ``_config()``. What a caller needs to
     know about a method without running it is declared on the class too, so that no caller
-    compares method names: ``rounds_per_iteration`` (ask/tell rounds per iteration) and
-    :meth:`cost_per_iteration` (a relative cost hint, as Nevergrad's class-level capabilities).
+    compares method names: ``rounds_per_iteration`` (ask/tell rounds per iteration),
+    :meth:`rows_per_ask` and :meth:`cost_per_iteration` (a relative cost hint, as Nevergrad's
+    class-level capabilities).
     """
 
     name: str | None = None
@@ -248,6 +250,17 @@ class AskTellOptimizer:
         return self.rounds_per_iteration * self._ask_rows()
 
     @classmethod
+    def rows_per_ask(cls, popsize: int, params: Mapping[str, object]) -> int:
+        """Rows of one ask of ``cls(popsize=popsize, **params)`` after its first iteration: ``popsize``.
+
+        Declared on the class so that a run is costed without building it
+        (:func:`replication.costs.evaluations_per_iteration`); ``params`` are constructor keyword
+        arguments, the signature's defaults where omitted. A method whose asks add rows to the N
+        samples overrides it: BES's centre point, INGO's and SABO's with ``baseline="center"``.
+        """
+        return int(popsize)
+
+    @classmethod
     def cost_per_iteration(cls, dim: int, popsize: int) -> float:
         """Relative work of the optimizer's own ask/tell in one iteration, without the objective.
 
@@ -291,8 +304,10 @@ class AskTellOptimizer:
     )
 
     def _ask_rows(self) -> int:
-        """Rows of one ask (checked against a restored pending population)."""
-        return self._popsize
+        """Rows of the next ask (checked against a restored pending population): :meth:`rows_per_ask`.
+
+        An optimizer whose first ask differs from the later ones (MMES evaluates x0 in it) overrides this."""
+        return self.rows_per_ask(self._popsize, self._config())
 
     def _config(self) -> dict:
         """Constructor keyword arguments, as data, that rebuild this optimizer's configuration."""

@@ -7,7 +7,7 @@ from helpers import small_config
 import sabo
 from baselines.cmaes import CMAES
 from replication.config import RunConfig
-from replication.costs import optimizer_class, run_cost
+from replication.costs import evaluations_per_iteration, optimizer_class, run_cost
 from replication.synthetic import study as synthetic
 
 
@@ -45,3 +45,17 @@ def test_a_run_without_optimizer_costs_one_evaluation():
                       params={"sigma0": 1.0, "popsize": 20, "lr": 0.1}, seed=0, budget={"max_iter": 100})
     assert prompt.cost(zero_shot) == 1e10 * 16 * 2  # one forward pass over 16 x 2 classes sequences
     assert prompt.cost(tuned) == pytest.approx(100 * 20 * prompt.cost(zero_shot), rel=1e-6)
+
+
+@pytest.mark.parametrize("method,params,rows", [
+    ("bes", {}, 11), ("ingo", {}, 10), ("ingo", {"baseline": "center"}, 11), ("sabo", {"baseline": "center"}, 2 * 11),
+])
+def test_a_centre_point_is_costed_as_the_evaluation_it_is(method, params, rows):
+    """BES, and INGO/SABO with ``baseline="center"``, evaluate the centre besides the N = 10 samples: N + 1 rows per
+    ask, as the built optimizer counts them (``evals_per_iteration``)."""
+    cfg = small_config(method, dim=20, popsize=10, T=150, **params)
+    cls = optimizer_class(cfg)
+    assert evaluations_per_iteration(cls, 20, 10, cfg.params) == rows
+    assert run_cost(cfg, dim=20, eval_cost=3.0) == 150 * (cls.cost_per_iteration(20, 10) + rows * 3.0)
+    budgeted = small_config(method, dim=20, popsize=10, max_evals=1000, **params)
+    assert run_cost(budgeted, dim=20) == (1000 // rows) * cls.cost_per_iteration(20, 10)

@@ -470,7 +470,7 @@ def test_packed_hidden_states_equal_the_models(model, tok, train):
                   device="cpu")
 
 
-def test_packed_encoder_refuses_other_architectures(model):
+def test_packed_encoder_refuses_other_architectures(model, monkeypatch):
     from replication.prompt.packed import PackedEncoder
 
     other = tiny_model(initializer_range=0.3)
@@ -481,6 +481,10 @@ def test_packed_encoder_refuses_other_architectures(model):
         PromptObjective(model, tiny_tokenizer(), [[0] + [1000] * 0 + [4, 2]], [0], [5, 6], None, compile=True)
     with pytest.raises(ValueError, match="gelu must be one of exact, tanh; got 'fast'"):
         PackedEncoder(model, gelu="fast")
+    with monkeypatch.context() as m:
+        m.delattr(torch, "get_autocast_dtype")
+        with pytest.raises(ValueError, match=r"gelu='tanh' needs torch >= 2.4"):
+            PackedEncoder(model, gelu="tanh")
     with pytest.raises(ValueError, match="compile_mode='max-autotune' needs compile=True"):
         PackedEncoder(model, compile_mode="max-autotune")
     with pytest.raises(ValueError, match="attention must be one of varlen, sdpa; got 'flash'"):

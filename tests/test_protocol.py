@@ -117,10 +117,16 @@ def check_ask_twice_returns_the_pending_population(name):
 
 
 def check_evals_per_iteration_matches_the_asks(name):
+    """... and, after the first iteration, what the class declares without an instance (``rows_per_ask``: how
+    a study costs a run, :func:`replication.costs.evaluations_per_iteration`)."""
     opt = build(name)
     cls = type(opt)
+    params = {"popsize": 6, **PARAMS.get(name, {})}
     for _ in range(4):
         expected, nit, nfev = opt.evals_per_iteration, opt.nit, opt.nfev
+        if nit > 0:
+            assert expected == cls.rounds_per_iteration * cls.rows_per_ask(opt.popsize, params), \
+                f"{cls.__name__}.rows_per_ask does not count the rows its asks have"
         rows = asks = 0
         while opt.nit == nit:
             assert asks < cls.rounds_per_iteration, f"an iteration took more than rounds_per_iteration = {asks} asks"

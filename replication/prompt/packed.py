@@ -44,7 +44,8 @@ GELU in its tanh form, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, whic
 the epilogue of the FFN's first matrix product (cuBLASLt's ``GELU_BIAS``, through
 ``torch._addmm_activation``): the bias and GELU cost no pass of their own over the (T, 4 D)
 activations. The tanh form differs from the exact one by at most 4.7e-4 in absolute value per
-activation (at x = 2.70). On the CPU the same tanh form is computed unfused.
+activation (at x = 2.70). On the CPU the same tanh form is computed unfused. It needs torch >= 2.4
+(``torch.get_autocast_dtype``, to cast under autocast as autocast casts a linear layer).
 """
 from __future__ import annotations
 
@@ -183,6 +184,9 @@ class PackedEncoder:
             raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}; got {attention!r}")
         if gelu not in GELUS:
             raise ValueError(f"gelu must be one of {', '.join(GELUS)}; got {gelu!r}")
+        if gelu == "tanh" and not hasattr(torch, "get_autocast_dtype"):
+            raise ValueError(f"gelu='tanh' needs torch >= 2.4 (torch.get_autocast_dtype); "
+                             f"this is torch {torch.__version__}")
         if compile_mode is not None and not compile:
             raise ValueError(f"compile_mode={compile_mode!r} needs compile=True")
         base = getattr(model, "base_model", model)
