@@ -181,6 +181,12 @@ def _register_plugin(cls: type, what: str) -> None:
         raise PluginError(f"{what}: {exc}") from exc
 
 
+def available() -> list[str]:
+    """Every method name there is: the registered ones, then the installed plugins not loaded yet (their
+    entry points' names, :func:`find` loads them on first use)."""
+    return [*REGISTRY, *sorted(set(plugins.entry_points()) - set(REGISTRY))]
+
+
 def _families() -> str:
     return ", ".join(f"{n}:<{cls.family_parameter}>" for n, cls in REGISTRY.items() if cls.family_parameter)
 
@@ -191,7 +197,7 @@ def _listing() -> str:
         family = REGISTRY[n].family_parameter
         return f"{n}[:<{family}>]({', '.join(parameters)})" if family else f"{n}({', '.join(parameters)})"
 
-    installed = sorted(set(plugins.entry_points()) - set(REGISTRY))
+    installed = available()[len(REGISTRY):]
     more = f"; installed plugins, loaded on first use: {', '.join(installed)}" if installed else ""
     return f"valid names and their parameters: {'; '.join(shown(n) for n in REGISTRY)}{more}"
 
@@ -229,5 +235,5 @@ def restore(name: str, state: dict):
 
 
 __all__ = ["BES", "CMAES", "GIBO", "INGO", "MMES", "Nevergrad", "SABO", "TuRBO1", "REGISTRY", "REQUIRED_PARAMETERS",
-           "PluginError", "find", "get", "imported_plugins", "load_class", "load_plugins", "make", "parameters",
-           "register", "resolve", "restore"]
+           "PluginError", "available", "find", "get", "imported_plugins", "load_class", "load_plugins", "make",
+           "parameters", "register", "resolve", "restore"]

@@ -118,6 +118,16 @@ class Nevergrad(TellReplay, AskTellOptimizer):
         return pycma_default_popsize(dim)
 
     @classmethod
+    def cost_per_iteration(cls, dim: int, popsize: int) -> float:
+        """N (d + 3000): Nevergrad asks and tells one candidate at a time through its parametrization
+        objects, about half a millisecond of Python per candidate whatever d.
+
+        Measured with the default member (DiagonalCMA) at d = 100, N = 50: 28 ms per iteration, 7x
+        pycma's CMA-ES (3.9 ms; its hint N d^2 / 25 = 2e4), so 7 x 2e4 / N ~ 3000 units per candidate.
+        """
+        return float(popsize * (dim + 3000))
+
+    @classmethod
     def check_member(cls, member: str) -> None:
         """``member`` must name a Nevergrad optimizer that accepts ``num_workers > 1``."""
         registry = nevergrad_module().optimizers.registry

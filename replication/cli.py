@@ -283,13 +283,12 @@ def cmd_run_one(args) -> int:
     from tqdm.auto import tqdm
 
     config = configs[0]
-    bar = tqdm(total=config.budget.get("max_iter"), desc=config.label, unit="it", disable=args.quiet)
+    # closed however execute ends, so that a stop's message starts on a line of its own
+    with tqdm(total=config.budget.get("max_iter"), desc=config.label, unit="it", disable=args.quiet) as bar:
+        def progress(nit, _max_iter):
+            bar.update(nit - bar.n)
 
-    def progress(nit, _max_iter):
-        bar.update(nit - bar.n)
-
-    record = execute(config, args.runs_dir, checkpoint_every_s=args.checkpoint_every, progress=progress)
-    bar.close()
+        record = execute(config, args.runs_dir, checkpoint_every_s=args.checkpoint_every, progress=progress)
     logger = make_logger(args, params)
     if logger is not None:
         logger(record)

@@ -61,12 +61,13 @@ from filelock import FileLock, Timeout
 import baselines
 from sabo import SettingsWarning
 from sabo.protocol import NonFiniteValueError
-from sabo.validation import check_int
+from sabo.validation import check_int, check_x0
 
 from . import stopping
 from .config import RunConfig, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
+from .errors import UsageError
 from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
 from .studies import get_study
 
@@ -225,7 +226,11 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
     except Timeout:
         raise RunBusy(f"{config.label} is being executed by another process") from None
     with held:
-        record = _execute_locked(config, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress)
+        try:
+            record = _execute_locked(config, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress)
+        except UsageError:  # refused before anything of the run was written; every process trying it is refused
+            lock.unlink(missing_ok=True)
+            raise
         # Safe while holding it: the record exists now, and every process looks for the record
         # before it takes the lock, so no one needs this file any more.
         lock.unlink(missing_ok=True)
@@ -248,24 +253,23 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     optimizer = params.pop("optimizer", config.method)
     files = files_path(runs_dir, config) if hasattr(problem, "attach_output") else None
     resumed = None
-    if files is not None:  # not resumable (module docstring): start afresh, leftovers removed
-        ckpt.unlink(missing_ok=True)
-        partial = files.with_name(files.name + ".partial")
-        for leftover in (files, partial):
-            shutil.rmtree(leftover, ignore_errors=True)
-        partial.mkdir(parents=True)
-        problem.attach_output(partial)
-    elif ckpt.exists():
+    if files is None and ckpt.exists():  # a run with files of its own is not resumable (module docstring)
         resumed = _resume(ckpt, config, optimizer, problem)
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
         opt, max_iter, curve, stamps, elapsed, resumes, started = resumed
     else:
-        opt = baselines.make(optimizer, x0=problem.x0, seed=config.optimizer_seed(), **params,
-                             **_budget_argument(optimizer, params, problem.x0.size, config.budget))
+        opt = _new_optimizer(config, optimizer, params, problem)
         max_iter = iterations(config.budget, opt.evals_per_iteration)
         curve, stamps, elapsed, resumes, started = Curve(max_iter), [], 0.0, 0, _now()
+    if files is not None:  # start afresh, leftovers removed
+        ckpt.unlink(missing_ok=True)
+        partial = files.with_name(files.name + ".partial")
+        for leftover in (files, partial):
+            shutil.rmtree(leftover, ignore_errors=True)
+        partial.mkdir(parents=True)
+        problem.attach_output(partial)
 
     def add_point():
         curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
@@ -339,6 +343,25 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     record = _write_record(config, runs_dir, result, started, elapsed + time.perf_counter() - t0, resumes, stamps)
     ckpt.unlink(missing_ok=True)
     return record
+
+
+def _new_optimizer(config: RunConfig, optimizer: str, params: dict, problem):
+    """The run's optimizer, built from its parameters; one it refuses is the user's mistake, not the run's
+    (:class:`~replication.errors.UsageError`: one line, exit status 2, nothing of the run written).
+
+    Only the constructor's ``ValueError`` (how every optimizer here refuses a value) is such a refusal: the
+    optimizer's name is looked up (a plugin that cannot be loaded stays a :class:`~baselines.PluginError`)
+    and the study's x0 checked before."""
+    x0 = check_x0(problem.x0)
+    budget = _budget_argument(optimizer, params, x0.size, config.budget)
+    try:
+        return baselines.make(optimizer, x0=x0, seed=config.optimizer_seed(), **params, **budget)
+    except baselines.PluginError:
+        raise
+    except ValueError as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise UsageError(f"run {config.study}/{config.label}: method {config.method!r} (optimizer {optimizer!r}) "
+                         f"refuses its parameters: {detail}") from exc
 
 
 def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> dict:

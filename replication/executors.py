@@ -49,7 +49,7 @@ from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
 from .engine import RunBusy, execute, load_record
-from .errors import ResourceUnavailable
+from .errors import ResourceUnavailable, UsageError
 from .studies import get_study, run_gpus
 
 EXECUTORS = ("local", "ray")
@@ -235,6 +235,8 @@ def _ray_outcome(ray, ref):
         if isinstance(exc.cause, baselines.PluginError):
             raise ResourceUnavailable(f"a Ray worker cannot load an optimizer plugin: {exc.cause}; the module must be "
                                       "importable on every node (installed there, or on their PYTHONPATH)") from None
+        if isinstance(exc.cause, UsageError):  # parameters an optimizer refuses (replication.engine)
+            raise UsageError(str(exc.cause)) from None
         raise
 
 

@@ -206,7 +206,7 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
     def check(methods: dict) -> dict:
         import baselines
 
-        registry = ", ".join(baselines.REGISTRY)
+        registry = ", ".join(baselines.available())
         for name, grid in methods.items():
             if name in reserved:
                 raise at((name,), grid, "is reserved by the study; choose another name", key=True)

@@ -62,11 +62,12 @@ class GaussianSearch(AskTellOptimizer):
     @classmethod
     def rows_per_ask(cls, popsize: int, params) -> int:
         """N, plus the centre point with ``baseline="center"`` (the signature's default where ``params`` omits it)."""
-        baseline = params.get("baseline", inspect.signature(cls).parameters["baseline"].default)
+        baseline = params["baseline"] if "baseline" in params else \
+            inspect.signature(cls).parameters["baseline"].default
         return int(popsize) + (baseline == "center")
 
     def _ask_rows(self) -> int:
-        return self.population_rows
+        return self.rows_per_ask(self._popsize, {"baseline": self._baseline})
 
     def _finish_restore(self) -> None:
         if self._pending is not None and self._z is None:
@@ -81,11 +82,6 @@ class GaussianSearch(AskTellOptimizer):
     def sigma2(self) -> np.ndarray:
         """Diagonal of Sigma_t."""
         return self._sigma2.copy()
-
-    @property
-    def population_rows(self) -> int:
-        """Rows of one ask: N, plus the centre point with ``baseline="center"`` (:meth:`rows_per_ask`)."""
-        return self.rows_per_ask(self._popsize, {"baseline": self._baseline})
 
     def _sample(self, mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
         """Draw z ~ N(0, I) (kept for the estimator) and return the population; centre last."""

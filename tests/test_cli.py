@@ -45,6 +45,17 @@ def test_run_list_report_cycle(tmp_path, params, capsys):
     assert (out_dir / "figures" / "synthetic_d10_N6_evals.png").exists()
 
 
+def test_a_partial_report_says_which_methods_have_not_run(tmp_path, params, capsys):
+    common = ["--params", params, "--runs-dir", str(tmp_path / "runs"), "--no-track"]
+    assert main(["run", "synthetic", *common, "--method", "sabo", "--function", "levy", "--quiet"]) == 0
+    assert main(["report", "synthetic", *common, "--out", str(tmp_path / "out")]) == 0
+    time_table = (tmp_path / "out" / "synthetic.md").read_text().split("## Where the time goes")[1].split("##")[0]
+    [header] = [line for line in time_table.splitlines() if line.startswith("| setting |")]
+    [row] = [line for line in time_table.splitlines() if line.startswith("| d10_N6 |")]
+    cells = dict(zip(header.split("|")[2:-1], row.split("|")[2:-1]))
+    assert cells[" INGO "] == " not run " and float(cells[" SABO "]) >= 0.0, (header, row)
+
+
 def test_extra_methods_run_their_own_budget_and_the_report_shows_them_where_they_ran(tmp_path, capsys):
     p = tiny_params(functions=("ellipsoid",))
     s = p["synthetic"]
@@ -83,6 +94,29 @@ def test_unknown_profile_is_a_clear_error(tmp_path, params, capsys):
     assert main(["list", "synthetic", "--params", params, "--profile", "huge", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--profile 'huge'" in err and "full, tiny" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_parameter_value_the_optimizer_refuses_is_one_line_and_leaves_nothing(tmp_path, capsys, workers):
+    """The schema checks parameter names; their values are the optimizer constructor's to check (it alone knows
+    its ranges): a refusal stops the study as a usage error, and the refused run leaves no file (the command's
+    empty runs/<study> is a pipeline output)."""
+    p = tiny_params()
+    p["synthetic"]["methods"]["ingo"]["lr"] = -0.1
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p))
+    runs = tmp_path / "runs"
+    common = ["--params", str(path), "--runs-dir", str(runs), "--no-track", "--quiet"]
+    assert main(["run", "synthetic", *common, "--method", "ingo", "--workers", str(workers)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: run synthetic/d10_N6/") and \
+        "method 'ingo' (optimizer 'ingo') refuses its parameters: lr must be > 0 (got -0.1)" in err, err
+    files = sorted(p for p in runs.rglob("*") if p.is_file())
+    # with two workers, the other one is stopped as by Ctrl-C: its run may keep its (empty) lock file
+    assert files == [] if workers == 1 else all(p.suffix == ".lock" for p in files), files
+    assert main(["run-one", "synthetic", *common, "--method", "ingo", "--function", "levy", "--seed", "0"]) == 2
+    assert "lr must be > 0 (got -0.1)" in capsys.readouterr().err
 
 
 def test_every_registered_study_fulfils_the_study_protocol():

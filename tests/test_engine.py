@@ -179,3 +179,23 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
         write_json(target, {"v": 2})
     assert json.loads(target.read_text()) == {"v": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_only_the_constructors_refusal_of_a_value_is_a_usage_error(tmp_path, monkeypatch):
+    """A value the optimizer refuses is the user's mistake (UsageError, one line); a plugin that cannot be loaded is
+    not a parameter problem and keeps its own error."""
+    import baselines
+    from replication.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^run synthetic/d20_N10/ellipsoid/ingo/seed0: method 'ingo' \(optimizer "
+                                          r"'ingo'\) refuses its parameters: lr must be > 0 \(got -1.0\)$"):
+        execute(small_config("ingo", lr=-1.0), tmp_path)
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+    def unloadable(name):
+        raise baselines.PluginError(f"optimizer plugin {name!r} cannot be loaded")
+
+    monkeypatch.setattr(baselines, "resolve", unloadable)
+    with pytest.raises(baselines.PluginError, match="cannot be loaded") as caught:
+        execute(small_config("ingo", seed=1), tmp_path)
+    assert not isinstance(caught.value, UsageError)

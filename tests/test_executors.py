@@ -29,6 +29,14 @@ def test_ray_executor_matches_local(tmp_path):
     assert [deterministic_part(r) for r in via_ray] == [deterministic_part(r) for r in local]
 
 
+def test_ray_reports_parameters_an_optimizer_refuses_as_a_usage_error(tmp_path):
+    """The engine's one-line refusal (a UsageError) reaches the command line unwrapped from Ray's task error."""
+    from replication.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"refuses its parameters: lr must be > 0 \(got -1.0\)$"):
+        run_configs([small_config("ingo", lr=-1.0)], tmp_path, workers=1, executor="ray", progress=False)
+
+
 class RecordingBar:
     """Stands in for tqdm: keeps the total, the starting count and every advance."""
 

@@ -131,6 +131,18 @@ def test_the_readme_optimizer_runs_on_the_ci_profiles_of_two_studies(isolated, t
     assert all(0.0 <= f["test_accuracy"] <= 1.0 for f in image)
 
 
+def test_a_misspelled_method_lists_the_installed_plugins_too(isolated, tmp_path, capsys):
+    name, _ = readme_package(isolated)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["synthetic"]["methods"]["local_serch"] = {}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    assert main(["list", "synthetic", "--params", str(path), "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'local_serch' is not a registered optimizer (" in err, err
+    assert f", {name});" in err and name not in baselines.REGISTRY, err  # listed, not loaded
+
+
 def test_the_plugins_section_imports_only_what_it_allows(isolated, tmp_path, capsys):
     """The README's `plugins:` block, nothing installed; two workers load the class too."""
     blocks = readme_blocks()

@@ -109,3 +109,18 @@ def test_workers_do_not_outlive_a_killed_main_process(study):
     proc.kill()
     proc.communicate()
     assert not wait_gone(workers, 5.0), "workers kept running after their parent was killed"
+
+
+def test_run_one_stops_with_its_message_on_a_line_of_its_own(study):
+    """The progress bar is closed before the stop is reported (it was left open: the message ran on after it)."""
+    cmd, runs, _ = study
+    cmd = [a for a in cmd if a != "--quiet"]
+    cmd[cmd.index("run")] = "run-one"
+    cmd[cmd.index("ellipsoid")] = "--seed"
+    cmd.insert(cmd.index("--seed") + 1, "0")
+    proc = start_and_wait_for_checkpoints(cmd, runs, n=1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err
+    lines = err.splitlines()  # tqdm redraws with \r: each redraw is a line here
+    assert lines[-1].startswith("stopped by SIGINT: finished runs are recorded"), lines[-3:]

@@ -306,10 +306,12 @@ def test_import_baselines_needs_no_torch_and_turbo_names_the_extra(monkeypatch):
         baselines.make("turbo", x0=np.zeros(3), seed=0)
 
 
-def test_the_demo_lists_turbo_without_running_it():
+def test_the_demo_lists_turbo_gibo_and_nevergrad_without_running_them():
+    """At the demo's defaults (d = 100, N = 50) only the methods of a one-to-two-minute preview run."""
     from replication import demo
 
-    assert not demo.previewed("turbo", 4, 6) and not demo.previewed("turbo", 100, 50)
+    assert not any(demo.previewed(name, d, n) for name in ("turbo", "gibo") for d, n in ((4, 6), (100, 50)))
+    assert not demo.previewed("nevergrad", 100, 50)
     assert all(demo.previewed(name, d, 50) for name in ("sabo", "ingo", "bes", "mmes", "cmaes") for d in (4, 1000))
 
 

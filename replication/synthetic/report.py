@@ -405,8 +405,9 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            "|---" * (len(methods) + 1) + "|"]
     wall = wall_minutes(records, lambda c: (c["setting"], c["method"]))
     for setting in settings:
-        md.append(f"| {setting} | " + " | ".join(f"{wall[(setting, m)]:.1f}" if m in methods_at(p, prof, setting)
-                                                 else "-" for m in methods) + " |")
+        md.append(f"| {setting} | " + " | ".join(f"{wall[(setting, m)]:.1f}" if (setting, m) in wall else
+                                                 "not run" if m in methods_at(p, prof, setting) else "-"
+                                                 for m in methods) + " |")
     md += ["", "## Choices the paper leaves open", "",
            "- T per setting (table above) and the x-axis of the figures: we plot against iterations (as the paper's "
            "text discusses rates per iteration) and against evaluations.",
