@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from .errors import UsageError
 from .storage import atomic_write_bytes, read_json, write_json
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
@@ -115,6 +116,24 @@ def render_markdown(verdicts: list[Verdict]) -> str:
     return "\n".join(lines)
 
 
+def read_expected(path) -> dict:
+    """The expected-claims file ``path`` (what ``--record-expected`` writes), or a one-line
+    :class:`~replication.errors.UsageError` saying why it cannot be used."""
+    try:
+        expected = read_json(path)
+    except OSError as exc:
+        raise UsageError(f"--check-claims {str(path)!r}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise UsageError(f"--check-claims {str(path)!r}: not a JSON file ({' '.join(str(exc).split())})") from None
+    scores = expected.get("scores", {}) if isinstance(expected, dict) else None
+    if not (isinstance(expected, dict) and isinstance(expected.get("reproduced"), list)
+            and all(isinstance(c, str) for c in expected["reproduced"]) and isinstance(scores, dict)
+            and all(isinstance(v, (int, float)) for v in [*scores.values(), expected.get("score_tolerance", 0.0)])):
+        raise UsageError(f"--check-claims {str(path)!r}: must hold {{\"reproduced\": [claim ids], optional "
+                         "\"scores\": {name: number}, \"score_tolerance\": number}, as --record-expected writes")
+    return expected
+
+
 def check_against_expected(outcome: dict, expected_path) -> list[str]:
     """Messages for every regression of a report's ``outcome`` against ``expected_path``.
 
@@ -122,7 +141,7 @@ def check_against_expected(outcome: dict, expected_path) -> list[str]:
     holds ``scores``) a score of the report (higher is better, e.g. a selected accuracy) more
     than the file's ``score_tolerance`` below the recorded value, or missing.
     """
-    expected = read_json(expected_path)
+    expected = read_expected(expected_path)
     by_id = {v["id"]: v for v in outcome["claims"]}
     failures = []
     for claim_id in expected["reproduced"]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -76,6 +77,13 @@ def select(args) -> tuple[dict, list]:
                                  f"{args.params} (known: {', '.join(sorted(known[option]))})")
     configs = select_configs(study.configs(params), settings=args.setting, methods=args.method, seeds=args.seed,
                              functions=args.function)
+    # the config hash is the one handle every run has (labels need not be unique: the image study's noise rates)
+    if getattr(args, "hash", None):
+        unknown = sorted(set(args.hash) - {c.hash for c in configs})
+        if unknown:
+            raise UsageError(f"--hash {unknown[0]!r}: no run of profile {params[args.study]['profile']!r} in the "
+                             "selection has this config hash (`sabo-bench list` prints each run's hash first)")
+        configs = [c for c in configs if c.hash in args.hash]
     return params, configs
 
 
@@ -111,16 +119,31 @@ def positive_seconds(text: str) -> float:
     return _number(text, float, 0, "a finite number of seconds > 0")
 
 
+def directory(text: str) -> str:
+    """``--runs-dir``, ``--out``: a directory, or a path where one can be made (no file on the way)."""
+    path = Path(text)
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise argparse.ArgumentTypeError(f"must be a directory, or a path where one can be made: "
+                                                 f"{str(part)!r} is a file (got {text!r})")
+            break
+    return text
+
+
 def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
     p.add_argument("study", choices=sorted(STUDIES), help="which study of the paper")
     p.add_argument("--params", default="params.yaml", help="parameter file (default: %(default)s)")
     p.add_argument("--profile", help="override the study's profile from the parameter file (e.g. full, quick, ci)")
-    p.add_argument("--runs-dir", default="runs", help="where run records and checkpoints live (default: %(default)s)")
+    p.add_argument("--runs-dir", default="runs", type=directory,
+                   help="where run records and checkpoints live (default: %(default)s)")
     if selection:
         p.add_argument("--setting", nargs="+", help="only these settings (e.g. d200_N50)")
         p.add_argument("--method", nargs="+", help="only these methods (sabo ingo bes cmaes mmes)")
         p.add_argument("--function", nargs="+", help="only these problems (e.g. ellipsoid levy)")
         p.add_argument("--seed", nargs="+", type=seed_int, help="only these seeds")
+        p.add_argument("--hash", nargs="+", metavar="CONFIG_HASH",
+                       help="only the runs with these config hashes (the first column of `sabo-bench list`)")
 
 
 def _reason(exc: BaseException) -> str:
@@ -260,7 +283,8 @@ def cmd_run(args) -> int:
             print(f"profile {params[args.study]['profile']!r} of study {args.study!r} has no run matching the "
                   "selection: nothing to do")
             return 0
-        print("no runs match the selection", file=sys.stderr)
+        print(f"no run of profile {params[args.study]['profile']!r} of study {args.study!r} matches the selection "
+              "(--allow-empty makes that exit 0, e.g. for a pipeline stage)", file=sys.stderr)
         return 1
     logger = make_logger(args, params)
     workers = args.workers if args.workers is not None else default_workers(configs)
@@ -278,7 +302,8 @@ def cmd_run_one(args) -> int:
     if len(configs) != 1:
         labels = ", ".join(c.label for c in configs[:8])
         print(f"the selection matches {len(configs)} runs ({labels}{', ...' if len(configs) > 8 else ''}); "
-              "narrow it with --setting/--function/--method/--seed to exactly one", file=sys.stderr)
+              "narrow it with --setting/--function/--method/--seed, or --hash (`sabo-bench list`), to exactly one",
+              file=sys.stderr)
         return 1
     from tqdm.auto import tqdm
 
@@ -372,6 +397,10 @@ def report_records(args, configs) -> list[dict]:
 
 
 def cmd_report(args) -> int:
+    if args.check_claims:  # refused before the report is written, not after
+        from .claims import read_expected
+
+        read_expected(args.check_claims)
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
     profile = params[args.study]["profile"]
@@ -491,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="regenerate a study's tables, figures, claim verdicts, run table and DVC "
                                       "metrics from its records")
     add_common(p, selection=False)
-    p.add_argument("--out", default="results", help="output directory (default: %(default)s)")
+    p.add_argument("--out", default="results", type=directory, help="output directory (default: %(default)s)")
     p.add_argument("--from-table", metavar="RUNS_PARQUET",
                    help="read the records from this run table (the <name>_runs.parquet an earlier report wrote, "
                         "e.g. the committed results/synthetic_runs.parquet) instead of --runs-dir")
@@ -517,7 +546,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with stopping.handle_signals():
-            return args.func(args)
+            status = args.func(args)
+            sys.stdout.flush()  # a reader that left is found here, not in the interpreter's last flush
+            return status
     except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM (StopRequested): runs keep their checkpoints
         signum = getattr(exc, "signum", signal.SIGINT)
         print(f"stopped by {signal.Signals(signum).name}: finished runs are recorded, interrupted ones "
@@ -530,6 +561,9 @@ def main(argv=None) -> int:
         for line in str(exc).splitlines() or ["(no message)"]:
             print(f"error: {line}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout left (`sabo-bench list | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exiting flushes nowhere
+        return 1
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@
 * Stoppable: a stop request (:mod:`replication.stopping`: Ctrl-C, SIGTERM) ends the run at the
   next iteration boundary, after writing a checkpoint, with :class:`~replication.stopping.StopRequested`.
 * A run whose objective or update overflows ends with ``status = "diverged"`` and the curve
-  up to that point; it is a result, not a crash.
+  up to that point; it is a result, not a crash. A parameter value its optimizer's constructor
+  refuses (``lr: -0.1``) is the user's mistake, not a result: a one-line
+  :class:`~replication.errors.UsageError` before the run writes anything (its lock removed).
 * A problem with a ``final_evaluation(mean)`` method is evaluated once more at the end (e.g. a
   test set too large to score at every curve point); its dict is ``result["final_evaluation"]``.
 * Budget: ``{"max_iter": T}`` (T iterations) or ``{"max_evals": E}`` (whole iterations while the
@@ -67,7 +69,7 @@ from . import stopping
 from .config import RunConfig, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
-from .errors import UsageError
+from .errors import ResourceUnavailable, UsageError
 from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
 from .studies import get_study
 
@@ -228,7 +230,9 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
     with held:
         try:
             record = _execute_locked(config, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress)
-        except UsageError:  # refused before anything of the run was written; every process trying it is refused
+        except (UsageError, ResourceUnavailable):
+            # refused (its parameters) or unable to start here (its model or data missing): every process
+            # trying it now fails the same way, and a lock file left behind would only clutter the directory
             lock.unlink(missing_ok=True)
             raise
         # Safe while holding it: the record exists now, and every process looks for the record

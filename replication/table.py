@@ -45,6 +45,12 @@ def table_path(out_dir, report_name: str) -> Path:
     return Path(out_dir) / f"{report_name}_runs.parquet"
 
 
+def records_note(report_name: str) -> str:
+    """How a report's page names its records: the run table beside it. True wherever the records came from
+    (any ``--runs-dir``, or a run table), so a page re-rendered from its table stays byte-identical."""
+    return f"Records: `{table_path('.', report_name).name}` beside this page, one row per run."
+
+
 def _row(record: dict) -> dict:
     """The flattened columns of one record (its curve as ``curve.<key>`` lists)."""
     result = record["result"]

@@ -210,6 +210,22 @@ def test_report_without_coco_data_says_so(tmp_path):
     assert "COCO's evaluation count equals the engine's in every record: yes." in text
     assert "| bbob | 2 |" in text
     assert {c["id"] for c in outcome["claims"]} >= {"sabo_not_behind_ingo_on_global_structure"}
+    # the verdicts name the functions they rest on: here f1 only, of the 24 or the f1-f5 their claims read
+    checked = {c["id"]: c["operationalisation"] for c in outcome["claims"]}
+    assert "(bbob; the 1 function run of 24 (f1); every dimension run)" in \
+        checked["sabo_similar_to_ingo_on_all_functions"]
+    assert "(bbob; f1 (f2, f3, f4, f5 not run); " in checked["sabo_at_most_twice_ingo_evaluations_on_separable"]
+    assert "Profile **ci** runs a subset of the functions on bbob (1 of 24)" in text
+    assert "Records: `bbob_runs.parquet` beside this page, one row per run." in text
+    assert "diverged" not in text
+    from replication.bbob.report import _coverage_lines
+
+    broken = copy.deepcopy(records)
+    broken[0]["result"]["status"] = "diverged"
+    method = broken[0]["config"]["method"]
+    n = sum(r["config"]["method"] == method for r in records)
+    assert f"count): {method} 1 of {n} (bbob f1)." in "\n".join(_coverage_lines("ci", params["bbob"]["profiles"]["ci"],
+                                                                                  broken))
 
 
 @pytest.mark.slow

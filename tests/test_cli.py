@@ -49,7 +49,9 @@ def test_a_partial_report_says_which_methods_have_not_run(tmp_path, params, caps
     common = ["--params", params, "--runs-dir", str(tmp_path / "runs"), "--no-track"]
     assert main(["run", "synthetic", *common, "--method", "sabo", "--function", "levy", "--quiet"]) == 0
     assert main(["report", "synthetic", *common, "--out", str(tmp_path / "out")]) == 0
-    time_table = (tmp_path / "out" / "synthetic.md").read_text().split("## Where the time goes")[1].split("##")[0]
+    md = (tmp_path / "out" / "synthetic.md").read_text()
+    assert "Records: `synthetic_runs.parquet` beside this page, one row per run." in md  # not runs/: not here
+    time_table = md.split("## Where the time goes")[1].split("##")[0]
     [header] = [line for line in time_table.splitlines() if line.startswith("| setting |")]
     [row] = [line for line in time_table.splitlines() if line.startswith("| d10_N6 |")]
     cells = dict(zip(header.split("|")[2:-1], row.split("|")[2:-1]))
@@ -88,6 +90,30 @@ def test_run_one_refuses_an_ambiguous_selection(tmp_path, params, capsys):
     assert main(["run-one", "synthetic", "--params", params, "--runs-dir", str(tmp_path), "--method", "sabo",
                  "--no-track"]) == 1
     assert "matches 4 runs" in capsys.readouterr().err
+
+
+def test_a_run_selecting_nothing_says_so_and_how_to_accept_it(tmp_path, params, capsys):
+    common = ["--params", params, "--runs-dir", str(tmp_path), "--no-track", "--quiet"]
+    assert main(["run", "synthetic", *common, "--seed", "7"]) == 1
+    assert "no run of profile 'tiny' of study 'synthetic' matches the selection (--allow-empty makes that exit 0" in \
+        capsys.readouterr().err
+    assert main(["run", "synthetic", *common, "--seed", "7", "--allow-empty"]) == 0
+
+
+def test_run_one_selects_a_run_by_its_config_hash(tmp_path, params, capsys):
+    common = ["--params", params, "--runs-dir", str(tmp_path)]
+    assert main(["list", "synthetic", *common, "--method", "ingo", "--function", "levy"]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    pending = [words for words in listed if len(words) == 3 and words[1] == "pending"]
+    assert len(pending) == 2, listed  # seeds 0 and 1
+    hash_, _, label = pending[0]
+    assert main(["run-one", "synthetic", *common, "--hash", hash_, "--no-track", "--quiet"]) == 0
+    assert f"{label}: completed" in capsys.readouterr().out
+    assert main(["list", "synthetic", *common, "--hash", hash_]) == 0
+    assert f"{hash_}  completed" in capsys.readouterr().out
+    assert main(["list", "synthetic", *common, "--hash", "0123456789abcdef"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--hash '0123456789abcdef': no run of profile 'tiny'" in err
 
 
 def test_unknown_profile_is_a_clear_error(tmp_path, params, capsys):
@@ -259,3 +285,38 @@ def test_which_existing_reports_a_new_one_may_replace(tmp_path):
     assert refusal({"profile": "offline", "records": 0, "runs": 0}) is None             # nothing to lose
     (tmp_path / "s_claims.json").write_text("{garbled")
     assert replacement_refusal(tmp_path, "s", profile="full", records=1, runs=10) is None
+
+
+def test_paths_that_cannot_be_used_are_one_line_before_anything_is_written(tmp_path, params, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for argv in (["list", "synthetic", "--params", params, "--runs-dir", str(a_file)],
+                 ["run", "synthetic", "--params", params, "--runs-dir", str(a_file / "runs"), "--no-track"],
+                 ["report", "synthetic", "--params", params, "--out", str(a_file), "--no-track"]):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1 and f"{str(a_file)!r} is a file" in err, err
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    capsys.readouterr()
+    bad_json = tmp_path / "expected.json"
+    bad_json.write_text("{not json")
+    wrong_shape = tmp_path / "shape.json"
+    wrong_shape.write_text('{"reproduced": "all"}')
+    for path, why in ((tmp_path / "missing.json", "cannot be read (No such file or directory)"),
+                      (bad_json, "not a JSON file"), (wrong_shape, 'must hold {"reproduced": [claim ids]')):
+        out = tmp_path / "results"
+        assert main(["report", "synthetic", "--params", params, "--runs-dir", str(runs), "--out", str(out),
+                     "--no-track", "--check-claims", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"error: --check-claims {str(path)!r}: {why}" in err, err
+        assert not out.exists()  # checked before the report is written
+
+
+def test_a_reader_that_leaves_early_is_no_error(tmp_path, params):
+    """`sabo-bench list | head -1`: the pipe closes under the listing; no BrokenPipeError traceback."""
+    cmd = (f"{sys.executable} -m replication.cli list synthetic --params {params} --runs-dir {tmp_path} "
+           "| head -c 1 > /dev/null; exit ${PIPESTATUS[0]}")
+    done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

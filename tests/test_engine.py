@@ -199,3 +199,18 @@ def test_only_the_constructors_refusal_of_a_value_is_a_usage_error(tmp_path, mon
     with pytest.raises(baselines.PluginError, match="cannot be loaded") as caught:
         execute(small_config("ingo", seed=1), tmp_path)
     assert not isinstance(caught.value, UsageError)
+
+
+def test_a_run_whose_resources_are_missing_leaves_no_lock_file(tmp_path, monkeypatch):
+    """The image study without Fashion-MNIST, the prompt study without its model: the run cannot start here, and
+    `sabo-bench list` must not find a lock file of a run that never ran."""
+    from replication.errors import ResourceUnavailable
+    from replication.studies import get_study
+
+    def missing(config):
+        raise ResourceUnavailable("the data set is not here")
+
+    monkeypatch.setattr(get_study("synthetic"), "make_problem", missing)
+    with pytest.raises(ResourceUnavailable, match="not here"):
+        execute(small_config("sabo"), tmp_path)
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))

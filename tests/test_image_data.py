@@ -179,7 +179,14 @@ def test_hub_fallback_used_when_files_absent_and_failures_reported(tmp_path, mon
         raise ConnectionError(f"no network for {repo}")
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=fail))
-    with pytest.raises(FashionMNISTUnavailable, match="no network for zalando-datasets/fashion_mnist"):
+    with pytest.raises(FashionMNISTUnavailable, match="no network for zalando-datasets/fashion_mnist") as err:
+        load_fashion_mnist(tmp_path)
+    # `datasets` is installed here: the advice is to let it fetch the data, not to install it; the study's keys named
+    assert "install `datasets`" not in str(err.value) and "Or let `datasets` fetch the hub copy" in str(err.value)
+    assert "`image.fashion_mnist_dir` of params.yaml" in str(err.value) and "`image.dataset: digits_stand_in`" in \
+        str(err.value)
+    monkeypatch.setitem(sys.modules, "datasets", None)  # not installed
+    with pytest.raises(FashionMNISTUnavailable, match=r"Or install `datasets` \(pip install datasets\)"):
         load_fashion_mnist(tmp_path)
 
 

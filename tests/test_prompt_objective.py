@@ -374,6 +374,16 @@ def test_missing_backbone_raises_clear_error(tmp_path, monkeypatch):
     assert name in msg and "HF_HOME" in msg and "local directory" in msg
 
 
+def test_a_local_path_that_is_no_directory_is_named_as_such(tmp_path):
+    """A path is not a hub name: the message says the path is missing, not how to download from the hub."""
+    a_file = tmp_path / "model.bin"
+    a_file.write_text("x")
+    for path, what in ((tmp_path / "no-such-model", "does not exist"), (a_file, "is not a directory")):
+        with pytest.raises(BackboneUnavailable, match=f"^Backbone '{path}' is unavailable: that path {what}; ") as err:
+            load_backbone(str(path), device="cpu")
+        assert "\n" not in str(err.value) and "HF_HOME" not in str(err.value)
+
+
 def test_load_backbone_from_local_directory_offline(tmp_path, monkeypatch, tok):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     m = tiny_model(seed=7)

@@ -459,7 +459,8 @@ def test_missing_backbone_stops_the_cli_with_its_message(study_params, tmp_path,
     rc = cli.main(["run", "prompt", "--params", str(path), "--runs-dir", str(tmp_path / "runs"), "--no-track",
                    "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 2 and "Backbone" in err and "no-such-model" in err and "HF_HOME" in err
+    assert rc == 2 and err.count("\n") == 1 and "no-such-model' is unavailable: that path does not exist" in err
+    assert not list((tmp_path / "runs").rglob("*.lock"))  # the run never started: no lock file left behind
 
 
 def test_offline_profile_pipeline_commands_succeed_with_nothing_to_do(tmp_path, monkeypatch, capsys):

@@ -40,9 +40,11 @@ from replication.claims import (
 )
 from replication.config import RunConfig
 from replication.engine import files_path, provenance_summary, wall_minutes
+from replication.table import records_note
 
 from .problem import TARGETS
 from .study import REPORT_NAME, configs, suite_methods
+from .suites import SUITES
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 # `python -m cocopp`, made deterministic: it draws its bootstrap dispersions (the percentile ranges
@@ -124,11 +126,21 @@ class Context:
                 and (functions is None or r.function in functions) and (dims is None or r.dim in dims)]
 
 
-def _scope(check: dict) -> str:
-    functions = check.get("functions")
-    funcs = "all functions" if functions is None else ", ".join(f"f{f}" for f in functions)
+def _scope(check: dict, ctx: Context) -> str:
+    """What a check covers in these records: the functions *run* (a profile may run a subset of those a
+    claim reads: the verdict is about these only) and the dimensions."""
+    suite, asked = check.get("suite", "bbob"), check.get("functions")
+    ran = sorted({r.function for r in ctx.runs if r.suite == suite and (asked is None or r.function in asked)})
+    names = ", ".join(f"f{f}" for f in ran) or "none"
+    total = len(SUITES[suite].functions)
+    if asked is None:
+        funcs = (f"all {total} functions" if len(ran) == total else "no function run" if not ran else
+                 f"the {len(ran)} function{'s' * (len(ran) != 1)} run of {total} ({names})")
+    else:
+        missing = [f for f in asked if f not in ran]
+        funcs = names + (f" ({', '.join(f'f{f}' for f in missing)} not run)" if missing else "")
     dims = "every dimension run" if check.get("dims") is None else "d in " + ", ".join(map(str, check["dims"]))
-    return f"{check.get('suite', 'bbob')}; {funcs}; {dims}"
+    return f"{suite}; {funcs}; {dims}"
 
 
 def check_solved_fraction(check, ctx):
@@ -140,7 +152,7 @@ def check_solved_fraction(check, ctx):
     need = check.get("min_fraction", 1.0)
     what = "not worse than" if rel == ">=" else "better than"
     op = (f"solved fraction of each of {', '.join(a)} {what} each of {', '.join(b)} by {SE_MULTIPLE:g} standard errors "
-          f"(paired over function x instance) per dimension, in >= {need:.0%} of comparisons ({_scope(check)})")
+          f"(paired over function x instance) per dimension, in >= {need:.0%} of comparisons ({_scope(check, ctx)})")
     comparisons = []   # (label, mean difference, se, holds)
     for ma in a:
         for mb in b:
@@ -177,7 +189,7 @@ def check_ert_ratio(check, ctx):
     holds when the median of these ratios lies in ``range``."""
     a, b, inside = check["a"], check["b"], parse_interval(check["range"])
     op = (f"ERT of {a} / ERT of {b} (COCO's expected running time, evaluations) per dimension, function and "
-          f"target reached by both; median in {inside.text} ({_scope(check)})")
+          f"target reached by both; median in {inside.text} ({_scope(check, ctx)})")
     cells = defaultdict(lambda: defaultdict(list))   # (dim, function) -> method -> runs
     for method in (a, b):
         for r in ctx.select(check, method):
@@ -306,6 +318,30 @@ def run_cocopp(records: list[dict], runs_dir: Path, out_dir: Path) -> dict[str, 
     return written
 
 
+def _coverage_lines(profile: str, prof: dict, records: list[dict]) -> list[str]:
+    """What the verdicts rest on, where it is less than a claim reads: a profile's function subset, and the
+    runs that diverged (their targets reached before the overflow count; nothing after it)."""
+    lines = []
+    subsets = [f"{suite} ({len(spec['functions'])} of {len(SUITES[suite].functions)})"
+               for suite, spec in prof["suites"].items() if spec.get("functions")]
+    if subsets:
+        lines += [f"Profile **{profile}** runs a subset of the functions on {', '.join(subsets)}: a verdict is about "
+                  "the functions run, which its \"checked as\" column names.", ""]
+    diverged, runs = defaultdict(list), defaultdict(int)   # method -> (suite, function) of each diverged run
+    for r in records:
+        c = r["config"]
+        runs[c["method"]] += 1
+        if r["result"]["status"] == "diverged":
+            diverged[c["method"]].append((c["setting"], c["problem"]["function"]))
+    if diverged:
+        def where(cells):
+            return ", ".join(f"{suite} f{f}" for suite, f in sorted(set(cells)))
+        lines += ["Runs that diverged (the objective or the update overflowed; their targets reached before it "
+                  "count): " + "; ".join(f"{m} {len(v)} of {runs[m]} ({where(v)})" for m, v in sorted(diverged.items()))
+                  + ".", ""]
+    return lines
+
+
 def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -> dict:
     p = params["bbob"]
     profile = p["profile"]
@@ -333,7 +369,7 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
     expected = len(configs(params))
     md = ["# COCO's BBOB suites (a fourth study: not in the paper)", "",
           f"Regenerated by `sabo-bench report bbob` from {len(records)} of {expected} run records of profile "
-          f"**{profile}**. Records: `runs/bbob/`. {provenance_summary(records)}", "",
+          f"**{profile}**. {records_note(REPORT_NAME)} {provenance_summary(records)}", "",
           "## Setup", "",
           "| suite | dimensions | functions | instances | budget (evaluations) | methods |",
           "|---|---|---|---|---|---|"]
@@ -361,6 +397,7 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
     md += ["", "## Claims", "", count_line(verdicts), "", render_markdown(verdicts), "",
            f"\"Not worse\" allows a mean difference down to -{SE_MULTIPLE:g} standard errors of the paired "
            "differences over (function, instance); \"better\" needs more than +2 standard errors.", "",
+           *_coverage_lines(profile, prof, records),
            "## Runtime ECDFs", "", "![runtime ECDFs](figures/bbob_ecdf.png)", "",
            "From the records: the fraction of (function, target, instance) triples solved within x d evaluations "
            "(no simulated restarts, unlike cocopp's).", ""]

@@ -292,11 +292,19 @@ def _from_arrays(train_images, train_labels, test_images, test_labels, where, ch
                    n_classes=10, image_shape=(28, 28), source=where)
 
 
-def _load_from_hub(cache_dir, check_sizes, reasons: list) -> Dataset | None:
-    """Try the Hugging Face hub; on any failure append the reason and return None."""
+def _datasets_module():
+    """The Hugging Face ``datasets`` package, or None when it is not installed."""
     try:
         import datasets
     except ImportError:
+        return None
+    return datasets
+
+
+def _load_from_hub(cache_dir, check_sizes, reasons: list) -> Dataset | None:
+    """Try the Hugging Face hub; on any failure append the reason and return None."""
+    datasets = _datasets_module()
+    if datasets is None:
         reasons.append("the Hugging Face `datasets` package is not installed, so the hub was not tried")
         return None
     for repo in HUB_REPOSITORIES:
@@ -309,13 +317,16 @@ def _load_from_hub(cache_dir, check_sizes, reasons: list) -> Dataset | None:
                 labels = np.asarray(part["label"], dtype=np.int64)
                 splits[split] = (images, labels)
         except Exception as exc:  # any failure (network, cache, format) means "not from the hub"
-            reasons.append(f"datasets.load_dataset({repo!r}) failed: {type(exc).__name__}: {exc}")
+            text = " ".join(str(exc).split())  # one line: the hub's errors run over several, with retries
+            reasons.append(f"datasets.load_dataset({repo!r}) failed: {type(exc).__name__}: "
+                           f"{text[:300]}{'...' if len(text) > 300 else ''}")
             continue
         return _from_arrays(*splits["train"], *splits["test"], where=f"huggingface:{repo}", check_sizes=check_sizes)
     return None
 
 
 def _unavailable_message(directory, missing, reasons) -> str:
+    has_datasets = _datasets_module() is not None
     lines = ["Fashion-MNIST is not available."]
     if directory is None:
         lines.append("No directory was given.")
@@ -331,10 +342,15 @@ def _unavailable_message(directory, missing, reasons) -> str:
         "  train-labels-idx1-ubyte.gz   (60,000 training labels)",
         "  t10k-images-idx3-ubyte.gz    (10,000 test images)",
         "  t10k-labels-idx1-ubyte.gz    (10,000 test labels)",
-        f"and call load_fashion_mnist({target!r}) (gunzipped files work too), or install `datasets` on a",
-        "machine with network access (the hub copy is zalando-datasets/fashion_mnist).",
-        "An offline stand-in exists: load_digits_stand_in() / load_dataset('digits_stand_in') "
-        "(scikit-learn's bundled 8x8 digits; NOT Fashion-MNIST, results are not comparable with the paper).",
+        "(gunzipped files work too). The image study reads them from `image.fashion_mnist_dir` of params.yaml",
+        f"or $FASHION_MNIST_DIR; in Python: load_fashion_mnist({target!r}).",
+        ("Or let `datasets` fetch the hub copy (zalando-datasets/fashion_mnist) once on a machine with network "
+         "access, and share its cache (HF_DATASETS_OFFLINE=1 then reads it without the network's retries)."
+         if has_datasets else
+         "Or install `datasets` (pip install datasets) on a machine with network access: it fetches the hub copy "
+         "(zalando-datasets/fashion_mnist)."),
+        "An offline stand-in exists: `image.dataset: digits_stand_in` (load_digits_stand_in() in Python; "
+        "scikit-learn's bundled 8x8 digits; NOT Fashion-MNIST, results are not comparable with the paper).",
     ]
     return "\n".join(lines)
 

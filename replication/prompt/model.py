@@ -131,6 +131,11 @@ def load_backbone(name_or_path: str, *, device="cpu", dtype=None, cache_dir: str
 
     offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
     is_dir = os.path.isdir(name_or_path)
+    if not is_dir and _looks_like_a_path(name_or_path):  # not a hub name: the hub's advice would mislead
+        what = "is not a directory" if os.path.exists(name_or_path) else "does not exist"
+        raise BackboneUnavailable(f"Backbone {name_or_path!r} is unavailable: that path {what}; a local model is a "
+                                  "directory written by save_pretrained (a hub name has no leading '/', './', "
+                                  "'../' or '~', e.g. 'roberta-large')")
     if local_files_only is None:
         local_files_only = offline or is_dir
     if cache_dir is None and not is_dir:
@@ -148,6 +153,11 @@ def load_backbone(name_or_path: str, *, device="cpu", dtype=None, cache_dir: str
     model.to(device)
     model.eval()  # dropout off: the objective must be a deterministic function of z
     return model, tokenizer
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """Whether ``name`` can only mean a file-system path (a hub id is ``name`` or ``org/name``)."""
+    return os.path.isabs(name) or name.startswith(("./", "../", "~", ".\\", "..\\")) or name in (".", "..")
 
 
 def _unavailable_message(name, is_dir, cache_dir, offline, local_files_only, exc) -> str:
