@@ -134,14 +134,13 @@ def read_expected(path) -> dict:
     return expected
 
 
-def check_against_expected(outcome: dict, expected_path) -> list[str]:
-    """Messages for every regression of a report's ``outcome`` against ``expected_path``.
+def check_against_expected(outcome: dict, expected: dict) -> list[str]:
+    """Messages for every regression of a report's ``outcome`` against ``expected`` (:func:`read_expected`).
 
     A regression is a claim listed as reproduced there that no longer is, or (when the file
     holds ``scores``) a score of the report (higher is better, e.g. a selected accuracy) more
     than the file's ``score_tolerance`` below the recorded value, or missing.
     """
-    expected = read_expected(expected_path)
     by_id = {v["id"]: v for v in outcome["claims"]}
     failures = []
     for claim_id in expected["reproduced"]:

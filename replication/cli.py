@@ -76,14 +76,11 @@ def select(args) -> tuple[dict, list]:
                 raise UsageError(f"--{option} {name!r}: study {args.study!r} has no {option} {name!r} in "
                                  f"{args.params} (known: {', '.join(sorted(known[option]))})")
     configs = select_configs(study.configs(params), settings=args.setting, methods=args.method, seeds=args.seed,
-                             functions=args.function)
-    # the config hash is the one handle every run has (labels need not be unique: the image study's noise rates)
-    if getattr(args, "hash", None):
-        unknown = sorted(set(args.hash) - {c.hash for c in configs})
-        if unknown:
-            raise UsageError(f"--hash {unknown[0]!r}: no run of profile {params[args.study]['profile']!r} in the "
-                             "selection has this config hash (`sabo-bench list` prints each run's hash first)")
-        configs = [c for c in configs if c.hash in args.hash]
+                             functions=args.function, hashes=args.hash)
+    unknown = sorted(set(args.hash or ()) - {c.hash for c in configs})
+    if unknown:
+        raise UsageError(f"--hash {unknown[0]!r}: no run of profile {params[args.study]['profile']!r} in the "
+                         "selection has this config hash (`sabo-bench list` prints each run's hash first)")
     return params, configs
 
 
@@ -397,10 +394,11 @@ def report_records(args, configs) -> list[dict]:
 
 
 def cmd_report(args) -> int:
-    if args.check_claims:  # refused before the report is written, not after
+    expected_claims = None
+    if args.check_claims:  # read (or refused) before the report is written, and before --record-expected writes
         from .claims import read_expected
 
-        read_expected(args.check_claims)
+        expected_claims = read_expected(args.check_claims)
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
     profile = params[args.study]["profile"]
@@ -434,10 +432,10 @@ def cmd_report(args) -> int:
         write_json(args.record_expected, expected)
         print(f"recorded {len(expected['reproduced'])} reproduced claims and {len(expected.get('scores', {}))} "
               f"scores in {args.record_expected}")
-    if args.check_claims:
+    if expected_claims is not None:
         from .claims import check_against_expected
 
-        failures = check_against_expected(outcome, args.check_claims)
+        failures = check_against_expected(outcome, expected_claims)
         for line in failures:
             print(f"CLAIM REGRESSION: {line}", file=sys.stderr)
         if failures:

@@ -3,7 +3,7 @@
 A study is a module (``replication.<name>.study``) registered by one line in :data:`STUDIES`.
 The command line, the executors and the engine reach it only through this module:
 :func:`get_study` (checked against :class:`Study`), :func:`select` (the runs a
-``--setting/--method/--seed/--function`` selection keeps) and :func:`optional_hook`
+``--setting/--method/--seed/--function/--hash`` selection keeps) and :func:`optional_hook`
 (``prepare``, ``gpus``, ``outcomes``).
 """
 from __future__ import annotations
@@ -98,16 +98,17 @@ def optional_hook(study: Study, name: str) -> Callable | None:
 
 
 def select(configs: Iterable[RunConfig], *, settings=None, methods=None, seeds=None,
-           functions=None) -> list[RunConfig]:
-    """The configs whose setting, method, seed and problem name are among those given, in their order.
+           functions=None, hashes=None) -> list[RunConfig]:
+    """The configs whose setting, method, seed, problem name and hash are among those given, in their order.
 
     Each argument is a collection of allowed values, or None for no restriction on that field:
     ``settings`` -> ``config.setting``, ``methods`` -> ``config.method``, ``seeds`` ->
     ``config.seed``, ``functions`` -> ``config.problem["name"]`` (the synthetic study's test
-    function, the image study's data set, the prompt study's task).
+    function, the image study's data set, the prompt study's task), ``hashes`` -> ``config.hash``
+    (the one handle every run has: labels need not be unique, e.g. the image study's noise rates).
     """
     wanted = [(settings, lambda c: c.setting), (methods, lambda c: c.method), (seeds, lambda c: c.seed),
-              (functions, lambda c: c.problem.get("name"))]
+              (functions, lambda c: c.problem.get("name")), (hashes, lambda c: c.hash)]
     wanted = [(set(values), field) for values, field in wanted if values is not None]
     return [c for c in configs if all(field(c) in values for values, field in wanted)]
 

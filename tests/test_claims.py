@@ -15,6 +15,7 @@ from replication.claims import (
     expected_file,
     load_claims,
     parse_interval,
+    read_expected,
 )
 from replication.storage import write_json
 from replication.synthetic.report import CHECKERS, CLAIMS_FILE, Context, Group
@@ -96,8 +97,8 @@ def test_regression_against_expected(tmp_path):
     verdicts = [{"id": "a", "verdict": REPRODUCED, "measurement": ""},
                 {"id": "b", "verdict": NOT_REPRODUCED, "measurement": "1/2 cases"},
                 {"id": "c", "verdict": NOT_REPRODUCED, "measurement": ""}]
-    assert check_against_expected({"claims": verdicts}, expected) == ["b: not reproduced (1/2 cases)"]
-    assert check_against_expected({"claims": verdicts[:1]}, expected) == ["b: no longer evaluated"]
+    assert check_against_expected({"claims": verdicts}, read_expected(expected)) == ["b: not reproduced (1/2 cases)"]
+    assert check_against_expected({"claims": verdicts[:1]}, read_expected(expected)) == ["b: no longer evaluated"]
 
 
 def test_score_regression_against_expected(tmp_path):
@@ -105,10 +106,10 @@ def test_score_regression_against_expected(tmp_path):
     expected = tmp_path / "expected.json"
     outcome = {"claims": [], "scores": {"x": 80.0, "y": 50.0}, "score_tolerance": 3.0}
     write_json(expected, expected_file("ci", outcome))
-    assert check_against_expected({"claims": [], "scores": {"x": 77.0, "y": 90.0}}, expected) == []
-    assert check_against_expected({"claims": [], "scores": {"x": 76.9, "y": 50.0}}, expected) == [
+    assert check_against_expected({"claims": [], "scores": {"x": 77.0, "y": 90.0}}, read_expected(expected)) == []
+    assert check_against_expected({"claims": [], "scores": {"x": 76.9, "y": 50.0}}, read_expected(expected)) == [
         "x: 76.90, recorded 80.00 (tolerance 3)"]
-    assert check_against_expected({"claims": [], "scores": {"y": float("nan")}}, expected) == [
+    assert check_against_expected({"claims": [], "scores": {"y": float("nan")}}, read_expected(expected)) == [
         "x: no score any more (recorded 80.00)", "y: nan, recorded 50.00 (tolerance 3)"]
 
 

@@ -320,3 +320,15 @@ def test_a_reader_that_leaves_early_is_no_error(tmp_path, params):
            "| head -c 1 > /dev/null; exit ${PIPESTATUS[0]}")
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_check_claims_reads_its_file_before_record_expected_rewrites_it(tmp_path, params, capsys):
+    """The same file for both: the check is against what it held before (else it would pass by construction)."""
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    expected = tmp_path / "expected.json"
+    expected.write_text('{"reproduced": ["ghost_claim"]}')
+    assert main(["report", "synthetic", "--params", params, "--runs-dir", str(runs), "--out", str(tmp_path / "out"),
+                 "--no-track", "--record-expected", str(expected), "--check-claims", str(expected)]) == 1
+    assert "CLAIM REGRESSION: ghost_claim: no longer evaluated" in capsys.readouterr().err
+    assert "ghost_claim" not in expected.read_text()  # recorded anew
