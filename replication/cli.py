@@ -26,7 +26,6 @@ A report writes, beside its page, figures and claims file, the run table it was 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -35,9 +34,11 @@ from pathlib import Path
 import sabo
 
 from . import stopping
+from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
 from .errors import ResourceUnavailable, UsageError
 from .executors import EXECUTORS, default_workers, run_configs
+from .names import natural_order
 from .storage import quarantined_files
 from .studies import STUDIES, get_study, optional_hook
 from .studies import select as select_configs
@@ -74,7 +75,7 @@ def select(args) -> tuple[dict, list]:
         for name in getattr(args, option) or ():
             if name not in known[option]:
                 raise UsageError(f"--{option} {name!r}: study {args.study!r} has no {option} {name!r} in "
-                                 f"{args.params} (known: {', '.join(sorted(known[option]))})")
+                                 f"{args.params} (known: {', '.join(natural_order(known[option]))})")
     configs = select_configs(study.configs(params), settings=args.setting, methods=args.method, seeds=args.seed,
                              functions=args.function, hashes=args.hash)
     unknown = sorted(set(args.hash or ()) - {c.hash for c in configs})
@@ -82,50 +83,6 @@ def select(args) -> tuple[dict, list]:
         raise UsageError(f"--hash {unknown[0]!r}: no run of profile {params[args.study]['profile']!r} in the "
                          "selection has this config hash (`sabo-bench list` prints each run's hash first)")
     return params, configs
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with a bad argument reported as one line (``sabo-bench: error: ...``, exit status 2)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog.split()[0]}: error: {' '.join(message.split())}\n")
-
-
-def _number(text: str, kind, minimum, rule: str):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})") from None
-    if not (math.isfinite(value) and value >= minimum) or (kind is float and value == 0):
-        raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """``--workers``: an integer >= 1."""
-    return _number(text, int, 1, "an integer >= 1")
-
-
-def seed_int(text: str) -> int:
-    """``--seed``: an integer >= 0."""
-    return _number(text, int, 0, "an integer >= 0")
-
-
-def positive_seconds(text: str) -> float:
-    """``--checkpoint-every``: a finite number of seconds > 0."""
-    return _number(text, float, 0, "a finite number of seconds > 0")
-
-
-def directory(text: str) -> str:
-    """``--runs-dir``, ``--out``: a directory, or a path where one can be made (no file on the way)."""
-    path = Path(text)
-    for part in (path, *path.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise argparse.ArgumentTypeError(f"must be a directory, or a path where one can be made: "
-                                                 f"{str(part)!r} is a file (got {text!r})")
-            break
-    return text
 
 
 def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
@@ -263,17 +220,11 @@ def make_logger(args, params: dict, later: str | None = None) -> SafeLogger | No
 
 def cmd_run(args) -> int:
     params, configs = select(args)
-    # a pipeline output even when empty: runs/<study>, or runs/<study>/<setting>/<method> of a one-setting,
-    # one-method selection (a synthetic stage whose method the active profile does not run there)
-    out = Path(args.runs_dir, args.study)
-    if len(args.setting or ()) == 1:
-        out /= args.setting[0]
-        if len(args.method or ()) == 1:
-            out /= args.method[0]
-    out.mkdir(parents=True, exist_ok=True)
     if not configs:
         if args.allow_empty:
-            # a DVC stage's output runs/<study>/<setting>/<method> exists even when its profile runs nothing there
+            # a DVC stage's output exists even when its profile runs nothing there: runs/<study>, and
+            # runs/<study>/<setting>/<method> for each setting and method selected by name
+            Path(args.runs_dir, args.study).mkdir(parents=True, exist_ok=True)
             for setting in args.setting or ():
                 for method in args.method or ():
                     Path(args.runs_dir, args.study, setting, method).mkdir(parents=True, exist_ok=True)

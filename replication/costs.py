@@ -34,8 +34,11 @@ def evaluations_per_iteration(cls: type, dim: int, popsize, params: dict) -> int
     arguments ``params``: ``rounds_per_iteration`` asks of ``rows_per_ask`` rows (``popsize=None``: the
     class's ``default_popsize``; a centre point adds a row). The budget in evaluations the run engine
     gives an optimizer that takes one (``budget`` = max_iter x this)."""
-    popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
-    return cls.rounds_per_iteration * cls.rows_per_ask(popsize, params)
+    return cls.rounds_per_iteration * cls.rows_per_ask(_popsize(cls, dim, popsize), params)
+
+
+def _popsize(cls: type, dim: int, popsize) -> int:
+    return cls.default_popsize(dim) if popsize is None else int(popsize)
 
 
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
@@ -49,7 +52,6 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
     if config.budget.get("max_iter") == 0:
         return float(eval_cost)
     cls = optimizer_class(config)
-    popsize = config.params.get("popsize")
-    popsize = cls.default_popsize(dim) if popsize is None else int(popsize)
+    popsize = _popsize(cls, dim, config.params.get("popsize"))
     evaluations = evaluations_per_iteration(cls, dim, popsize, config.params)
     return iterations(config.budget, evaluations) * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)

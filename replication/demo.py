@@ -15,13 +15,13 @@ optional package is not installed (the Nevergrad adapter without the ``nevergrad
 """
 from __future__ import annotations
 
-import argparse
 import warnings
 
 import numpy as np
 
 import baselines
 import sabo
+from replication.arguments import ArgumentParser, int_at_least, positive_int, seed_int
 from replication.costs import evaluations_per_iteration
 from replication.synthetic.functions import FUNCTIONS
 
@@ -51,7 +51,7 @@ def previewed(name: str, dim: int, popsize: int) -> bool:
     return baselines.REGISTRY[name].cost_per_iteration(dim, popsize) <= PREVIEW_COST_RATIO * reference
 
 
-def method_params(name: str, popsize: int, evals: int) -> dict:
+def method_params(name: str, dim: int, popsize: int, evals: int) -> dict:
     """Constructor parameters of the registered method ``name`` for a budget of ``evals`` evaluations.
 
     ``sigma0`` and ``popsize`` are parameters of every registered optimizer
@@ -59,17 +59,17 @@ def method_params(name: str, popsize: int, evals: int) -> dict:
     study does (:func:`replication.costs.evaluations_per_iteration`; the paper's settings here add
     no centre point).
     """
-    horizon = evals // evaluations_per_iteration(baselines.REGISTRY[name], 0, popsize, {})
+    horizon = evals // evaluations_per_iteration(baselines.REGISTRY[name], dim, popsize, {})
     paper = PAPER_SETTINGS.get(name)
     return {"sigma0": 1.0, "popsize": popsize, **(paper(horizon) if paper is not None else {})}
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dim", type=int, default=100)
-    ap.add_argument("--popsize", type=int, default=50)
-    ap.add_argument("--evals", type=int, default=200_000, help="function evaluations per run")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = ArgumentParser(prog="replication.demo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dim", type=positive_int, default=100)
+    ap.add_argument("--popsize", type=int_at_least(2), default=50)
+    ap.add_argument("--evals", type=positive_int, default=200_000, help="function evaluations per run")
+    ap.add_argument("--seed", type=seed_int, default=0)
     ap.add_argument("--all", action="store_true", help="also run the methods skipped for their cost")
     args = ap.parse_args(argv)
     x0 = np.random.default_rng(args.seed).uniform(0.0, 1.0, args.dim)
@@ -79,14 +79,21 @@ def main(argv=None) -> None:
         for line in str(exc).splitlines():
             print(f"not previewed: {line}")
     names = list(baselines.REGISTRY)
+    first = max(evaluations_per_iteration(baselines.REGISTRY[n], args.dim, args.popsize, {}) for n in names)
+    if args.evals < first:  # else a method that cannot take one step would be reported as diverged
+        ap.error(f"argument --evals: must be at least {first}, one iteration of every method at N = {args.popsize} "
+                 f"(got {args.evals})")
     width = {n: max(12, len(n) + 2) for n in names}
     print(f"d = {args.dim}, N = {args.popsize}, budget = {args.evals} evaluations, seed = {args.seed}")
     print(f"{'function':<18}" + "".join(f"{n:>{width[n]}}" for n in names))
+    def build(name):
+        return baselines.make(name, x0=x0, seed=args.seed, **method_params(name, args.dim, args.popsize, args.evals))
+
     skipped = [] if args.all else [n for n in names if not previewed(n, args.dim, args.popsize)]
     missing: dict[str, str] = {}  # method -> why it cannot be built here (an optional extra not installed)
     for name in skipped:  # built once: n/a (cannot run here) says more than skipped (too slow for a preview)
         try:
-            baselines.make(name, x0=x0, seed=args.seed, **method_params(name, args.popsize, args.evals))
+            build(name)
         except ImportError as exc:
             missing[name] = str(exc)
     notes: dict[tuple[str, str], list[str]] = {}  # (method, SettingsWarning) -> functions: after the table
@@ -97,7 +104,7 @@ def main(argv=None) -> None:
                 row.append(f"{'n/a' if name in missing else 'skipped':>{width[name]}}")
                 continue
             try:
-                opt = baselines.make(name, x0=x0, seed=args.seed, **method_params(name, args.popsize, args.evals))
+                opt = build(name)
             except ImportError as exc:
                 missing[name] = str(exc)
                 row.append(f"{'n/a':>{width[name]}}")

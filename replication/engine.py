@@ -22,7 +22,8 @@
 * A run whose objective or update overflows ends with ``status = "diverged"`` and the curve
   up to that point; it is a result, not a crash. A parameter value its optimizer's constructor
   refuses (``lr: -0.1``) is the user's mistake, not a result: a one-line
-  :class:`~replication.errors.UsageError` before the run writes anything (its lock removed).
+  :class:`~replication.errors.UsageError` before the run writes anything (its lock removed);
+  the executors find it before a study's first run starts (:func:`check_parameters`).
 * A problem with a ``final_evaluation(mean)`` method is evaluated once more at the end (e.g. a
   test set too large to score at every curve point); its dict is ``result["final_evaluation"]``.
 * Budget: ``{"max_iter": T}`` (T iterations) or ``{"max_evals": E}`` (whole iterations while the
@@ -66,7 +67,7 @@ from sabo.protocol import NonFiniteValueError
 from sabo.validation import check_int, check_x0
 
 from . import stopping
-from .config import RunConfig, iterations
+from .config import RunConfig, content_hash, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
 from .errors import ResourceUnavailable, UsageError
@@ -252,9 +253,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     problem = study.make_problem(config)
     if config.budget.get("max_iter") == 0:
         return _evaluate_only(config, problem, runs_dir)
-    params = dict(config.params)
-    # a study may run one optimizer under several labels (e.g. a variant with another grid)
-    optimizer = params.pop("optimizer", config.method)
+    optimizer, params = _optimizer_and_params(config)
     files = files_path(runs_dir, config) if hasattr(problem, "attach_output") else None
     resumed = None
     if files is None and ckpt.exists():  # a run with files of its own is not resumable (module docstring)
@@ -350,13 +349,22 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
 
 
 def _new_optimizer(config: RunConfig, optimizer: str, params: dict, problem):
-    """The run's optimizer, built from its parameters; one it refuses is the user's mistake, not the run's
+    """The run's optimizer, built from its parameters at the problem's x0 (:func:`_build_optimizer`)."""
+    x0 = check_x0(problem.x0)
+    dim = get_study(config.study).dim(config)
+    if x0.size != dim:  # the size check_parameters built the optimizers at
+        raise RuntimeError(f"study {config.study!r} breaks its contract: dim(config) = {dim}, but the problem's x0 "
+                           f"has {x0.size} coordinates ({config.label})")
+    return _build_optimizer(config, optimizer, params, x0)
+
+
+def _build_optimizer(config: RunConfig, optimizer: str, params: dict, x0: np.ndarray):
+    """``optimizer`` built from ``params``; one it refuses is the user's mistake, not the run's
     (:class:`~replication.errors.UsageError`: one line, exit status 2, nothing of the run written).
 
     Only the constructor's ``ValueError`` (how every optimizer here refuses a value) is such a refusal: the
     optimizer's name is looked up (a plugin that cannot be loaded stays a :class:`~baselines.PluginError`)
     and the study's x0 checked before."""
-    x0 = check_x0(problem.x0)
     budget = _budget_argument(optimizer, params, x0.size, config.budget)
     try:
         return baselines.make(optimizer, x0=x0, seed=config.optimizer_seed(), **params, **budget)
@@ -366,6 +374,38 @@ def _new_optimizer(config: RunConfig, optimizer: str, params: dict, problem):
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise UsageError(f"run {config.study}/{config.label}: method {config.method!r} (optimizer {optimizer!r}) "
                          f"refuses its parameters: {detail}") from exc
+
+
+def _optimizer_and_params(config: RunConfig) -> tuple[str, dict]:
+    """The registry name of the run's optimizer and its constructor arguments: a study may run one optimizer
+    under several labels (``sabo_small_rho: {optimizer: sabo, ...}``)."""
+    params = dict(config.params)
+    return params.pop("optimizer", config.method), params
+
+
+def check_parameters(configs) -> None:
+    """Build the optimizer of every distinct (optimizer, parameters, dimension, budget) of ``configs`` once,
+    so that a value a constructor refuses stops a study before its first run
+    (:class:`~replication.errors.UsageError`, the message :func:`execute` would give) instead of when
+    the first run of that method starts, possibly hours in (executors start the longest runs first).
+
+    Built at x0 = 0 of the study's dimension (``Study.dim``): no problem is built (the prompt study's
+    would load a model). A ``device`` argument is replaced by ``"cpu"``: a CUDA context in the calling
+    process would hold memory on a GPU its workers use, so a device the machine lacks is still found
+    when the run starts (:class:`~replication.errors.ResourceUnavailable`). Runs without an optimizer
+    (``max_iter = 0``) are skipped."""
+    seen = set()
+    for config in configs:
+        if config.budget.get("max_iter") == 0:
+            continue
+        optimizer, params = _optimizer_and_params(config)
+        if "device" in params:
+            params["device"] = "cpu"
+        dim = int(get_study(config.study).dim(config))
+        key = content_hash({"optimizer": optimizer, "params": params, "dim": dim, "budget": config.budget})
+        if key not in seen:
+            seen.add(key)
+            _build_optimizer(config, optimizer, params, np.zeros(dim))
 
 
 def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> dict:

@@ -48,7 +48,7 @@ import baselines
 from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
-from .engine import RunBusy, execute, load_record
+from .engine import RunBusy, check_parameters, execute, load_record
 from .errors import ResourceUnavailable, UsageError
 from .studies import get_study, run_gpus
 
@@ -107,6 +107,7 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
             records[config.hash] = record
             if on_record is not None:
                 on_record(record)
+    check_parameters(todo)  # a refused value stops the study now, not when its method's first run starts
     shares = cost_shares(configs)
     todo.sort(key=lambda c: -shares[c.hash])
     runs_done = f"{len(records)}/{len(configs)} runs"

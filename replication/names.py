@@ -34,3 +34,10 @@ def check_name(value, what: str) -> str:
     if not is_valid_name(value):
         raise ValueError(f"{what}: {value!r} {name_problem(value)}")
     return value
+
+
+def natural_order(names) -> list[str]:
+    """``names`` sorted with their runs of digits compared as numbers: f1, f2, ..., f10 (not f1, f10, f2)."""
+    def key(name: str):
+        return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
+    return sorted(names, key=key)

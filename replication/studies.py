@@ -36,6 +36,10 @@ class Study(Protocol):
     ``make_problem(config) -> Problem``: the problem instance of one run
     (:class:`replication.problem.Problem`); called in the worker that executes the run.
 
+    ``dim(config) -> int``: the dimension d of the run's search space, from its config alone (no
+    problem built): the size of ``make_problem(config).x0``. The executors build every optimizer
+    once at that size before the first run starts (:func:`replication.engine.check_parameters`).
+
     ``cost(config) -> float``: a rough relative cost, used to start long runs first.
 
     ``report(params, records, out_dir, *, tracker=None, runs_dir=None) -> dict``: write the study's tables,
@@ -66,6 +70,8 @@ class Study(Protocol):
 
     def make_problem(self, config: RunConfig) -> Problem: ...
 
+    def dim(self, config: RunConfig) -> int: ...
+
     def cost(self, config: RunConfig) -> float: ...
 
     def report(self, params: dict, records: list[dict], out_dir: Path, *, tracker=None, runs_dir=None) -> dict: ...
@@ -83,7 +89,8 @@ def get_study(name: str) -> Study:
         raise ValueError(f"unknown study {name!r}; available: {sorted(STUDIES)}")
     module = importlib.import_module(STUDIES[name])
     if not isinstance(module, Study):
-        missing = [m for m in ("configs", "make_problem", "cost", "report") if not callable(getattr(module, m, None))]
+        missing = [m for m in ("configs", "make_problem", "dim", "cost", "report")
+                   if not callable(getattr(module, m, None))]
         missing += [] if isinstance(getattr(module, "REPORT_NAME", None), str) else ["REPORT_NAME"]
         raise TypeError(f"study module {STUDIES[name]} does not implement replication.studies.Study: "
                         f"missing {', '.join(missing)}")

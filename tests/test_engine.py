@@ -201,6 +201,40 @@ def test_only_the_constructors_refusal_of_a_value_is_a_usage_error(tmp_path, mon
     assert not isinstance(caught.value, UsageError)
 
 
+def test_check_parameters_refuses_a_value_before_any_problem_is_built(monkeypatch):
+    """The executors' pre-check: the run's own message, one optimizer built per distinct parameters, no problem
+    built (the prompt study's would load a model), a ``device`` built on the CPU (no CUDA context in the parent)."""
+    import baselines
+    from replication.engine import check_parameters
+    from replication.errors import UsageError
+    from replication.studies import get_study
+
+    def no_problem(config):
+        raise AssertionError("check_parameters built a problem")
+
+    monkeypatch.setattr(get_study("synthetic"), "make_problem", no_problem)
+    with pytest.raises(UsageError, match=r"^run synthetic/d20_N10/ellipsoid/ingo/seed1: method 'ingo' \(optimizer "
+                                          r"'ingo'\) refuses its parameters: lr must be > 0 \(got -1.0\)$"):
+        check_parameters([small_config("sabo"), small_config("ingo", seed=1, lr=-1.0)])
+    built = []
+    make = baselines.make
+    monkeypatch.setattr(baselines, "make", lambda name, **kw: built.append((name, kw["x0"].size, kw.get("device")))
+                        or make(name, **kw))
+    check_parameters([small_config("sabo", seed=s) for s in range(3)] + [small_config("ingo", dim=7, popsize=4)]
+                     + [small_config("gibo", popsize=4, device="cuda:7")])
+    assert built == [("sabo", 20, None), ("ingo", 7, None), ("gibo", 20, "cpu")]
+
+
+def test_a_study_whose_dim_disagrees_with_its_problem_is_stopped(tmp_path, monkeypatch):
+    """check_parameters builds the optimizers at ``Study.dim``: a study whose problem has another size would have
+    had its values checked at the wrong size."""
+    from replication.studies import get_study
+
+    monkeypatch.setattr(get_study("synthetic"), "dim", lambda config: 21)
+    with pytest.raises(RuntimeError, match=r"dim\(config\) = 21, but the problem's x0 has 20 coordinates"):
+        execute(small_config("sabo"), tmp_path)
+
+
 def test_a_run_whose_resources_are_missing_leaves_no_lock_file(tmp_path, monkeypatch):
     """The image study without Fashion-MNIST, the prompt study without its model: the run cannot start here, and
     `sabo-bench list` must not find a lock file of a run that never ran."""

@@ -29,12 +29,16 @@ def test_ray_executor_matches_local(tmp_path):
     assert [deterministic_part(r) for r in via_ray] == [deterministic_part(r) for r in local]
 
 
-def test_ray_reports_parameters_an_optimizer_refuses_as_a_usage_error(tmp_path):
-    """The engine's one-line refusal (a UsageError) reaches the command line unwrapped from Ray's task error."""
+@pytest.mark.parametrize("executor, workers", [("local", 2), ("ray", 1)])
+def test_a_refusal_in_a_worker_comes_back_as_one_usage_error(tmp_path, monkeypatch, executor, workers):
+    """The executors refuse a value before any run starts (check_parameters); should a worker still meet one, the
+    engine's one-line UsageError reaches the command line unwrapped from the pool's or Ray's task error."""
+    from replication import executors
     from replication.errors import UsageError
 
+    monkeypatch.setattr(executors, "check_parameters", lambda configs: None)
     with pytest.raises(UsageError, match=r"refuses its parameters: lr must be > 0 \(got -1.0\)$"):
-        run_configs([small_config("ingo", lr=-1.0)], tmp_path, workers=1, executor="ray", progress=False)
+        run_configs([small_config("ingo", lr=-1.0)], tmp_path, workers=workers, executor=executor, progress=False)
 
 
 class RecordingBar:

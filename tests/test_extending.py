@@ -136,7 +136,7 @@ def test_a_registered_optimizer_runs_and_resumes_in_the_synthetic_study(random_s
 
 
 def test_the_demo_previews_every_registered_method(random_search, capsys, monkeypatch):
-    assert demo.method_params("toy_random_search", 6, 600) == {"sigma0": 1.0, "popsize": 6}
+    assert demo.method_params("toy_random_search", 4, 6, 600) == {"sigma0": 1.0, "popsize": 6}
 
     def not_installed(member):  # as without the `nevergrad` extra
         raise ImportError("the Nevergrad adapter needs the nevergrad package")
@@ -153,6 +153,20 @@ def test_the_demo_previews_every_registered_method(random_search, capsys, monkey
     # the paper's rho = 100 / sqrt(T + 1) at d = 4: SABO's warnings, once each after the table, not on stderr
     assert "settings warning, sabo on ellipsoid, l12_ellipsoid, different_powers, levy: SABO's KL radius" in out
     assert "SettingsWarning" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dim", "0"], "argument --dim: must be an integer >= 1 (got '0')"),
+    (["--popsize", "1"], "argument --popsize: must be an integer >= 2 (got '1')"),
+    # below one iteration of SABO (2N): it used to be run and reported as "diverged"
+    (["--popsize", "6", "--evals", "11"], "argument --evals: must be at least 12, one iteration of every method at "
+                                          "N = 6 (got 11)"),
+])
+def test_the_demo_refuses_bad_arguments_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        demo.main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err == f"replication.demo: error: {message}\n"
 
 
 def test_the_registries_are_restored_after_a_test(monkeypatch):

@@ -94,7 +94,7 @@ def test_a_diverged_run_is_reported_as_diverged_not_as_zero_accuracy():
     assert best["params"] == {"lr": 2.0}  # lr=1's better validation does not outrank its diverged seed
     lr1 = select({k: v for k, v in cell.items() if '"lr":1.0' in k}, "val")
     assert lr1["mean"] == pytest.approx(70.0) and lr1["diverged"] == 1 and lr1["seeds"] == 2
-    assert cell_text(lr1) == "70.00 ± 0.00 (1/2 seeds diverged)"
+    assert cell_text(lr1) == "70.00 (1 seed; 1/2 seeds diverged)" and np.isnan(lr1["std"])  # no "± 0.00"
     all_diverged = select(cells([_record("diverged", curve)])[("d100", 0.0, "sabo")], "val")
     assert np.isnan(all_diverged["mean"]) and cell_text(all_diverged) == "diverged (1/1 seeds)"
 

@@ -297,7 +297,7 @@ def test_a_diverged_run_is_reported_as_diverged_not_scored(study_params, tmp_pat
     only = [r for r in hurt if r["config"]["params"] == best["params"]]
     alone = select(only, "best_dev")[("sst2", "d8", "sabo")]
     assert alone["diverged"] == 1 and alone["seeds"] == len(only)
-    assert f"(1/{len(only)} seeds diverged)" in _cell(alone, None, None)
+    assert f"1/{len(only)} seeds diverged)" in _cell(alone, None, None)
     for r in only:
         r["result"]["status"] = "diverged"
     gone = select(only, "best_dev")[("sst2", "d8", "sabo")]

@@ -57,12 +57,16 @@ def make_problem(config: RunConfig) -> CocoProblem:
     return CocoProblem(pr["suite"], pr["function"], pr["dim"], pr["instance"], config.method)
 
 
+def dim(config: RunConfig) -> int:
+    return int(config.problem["dim"])
+
+
 def cost(config: RunConfig) -> float:
     """Relative cost: the optimizer's declared work per iteration (:mod:`replication.costs`) plus the
     evaluations, each O(d) in COCO's C code."""
     from replication.costs import run_cost
 
-    return run_cost(config, dim=config.problem["dim"], eval_cost=config.problem["dim"])
+    return run_cost(config, dim=dim(config), eval_cost=dim(config))
 
 
 def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir=None) -> dict:

@@ -35,6 +35,7 @@ from replication.claims import (
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
 from replication.figures import grid_text
+from replication.seeds import over_seeds, seeds_text
 
 from .study import REPORT_NAME, configs, search_dim
 
@@ -87,27 +88,20 @@ def _point_within(result: dict, max_nfev: int | None) -> dict:
 
 def select(cell: dict, by: str) -> dict:
     """The configuration with the fewest diverged seeds, then the best mean ``by`` ("val" or "test")
-    accuracy; ties: first in order. ``mean``/``std``/``val`` are NaN when every seed diverged."""
+    accuracy; ties: first in order. ``mean``/``std``/``val`` are NaN when every seed diverged, ``std`` below two
+    finished seeds (:func:`replication.seeds.over_seeds`)."""
     def rank(s):
         return (-s["diverged"], np.mean(s[by]) if s[by] else -np.inf)
 
     best = max(cell.values(), key=rank)
-    test = np.asarray(best["test"], dtype=float) * 100
-    return {"params": best["params"], "mean": float(np.mean(test)) if test.size else np.nan,
-            "std": float(np.std(test, ddof=1)) if test.size > 1 else 0.0,
+    return {"params": best["params"], **over_seeds(100 * np.asarray(best["test"], dtype=float), best["diverged"]),
             "val": float(np.mean(best["val"]) * 100) if best["val"] else np.nan,
-            "seeds": len(best["test"]) + best["diverged"], "diverged": best["diverged"],
             "nfev": int(np.max(best["nfev"])) if best["nfev"] else None}
 
 
 def cell_text(sel: dict | None) -> str:
-    """'mean ± std', with the number of diverged seeds; 'not run' / 'diverged (n/n seeds)'."""
-    if sel is None:
-        return "not run"
-    if sel["diverged"] == sel["seeds"]:
-        return f"diverged ({sel['seeds']}/{sel['seeds']} seeds)"
-    text = f"{sel['mean']:.2f} ± {sel['std']:.2f}"
-    return text + (f" ({sel['diverged']}/{sel['seeds']} seeds diverged)" if sel["diverged"] else "")
+    """:func:`replication.seeds.seeds_text`, or 'not run'."""
+    return "not run" if sel is None else seeds_text(sel)
 
 
 class Context:
@@ -149,13 +143,14 @@ def _reason(check, ctx, losses) -> str:
     the budget and the data set."""
     m = check["method"]
     gaps = [ctx.score(s, r, w) - ctx.score(s, r, m) for s, r, w in losses]
-    within = sum(g <= max(ctx.selected[(s, r, m)]["std"], ctx.selected[(s, r, w)]["std"])
-                 for g, (s, r, w) in zip(gaps, losses))
+    spreads = [np.fmax(ctx.selected[(s, r, m)]["std"], ctx.selected[(s, r, w)]["std"]) for s, r, w in losses]
+    within = sum(g <= spread for g, spread in zip(gaps, spreads))  # NaN (one seed each): no spread to be within
     finite = [g for g in gaps if np.isfinite(g)]
     parts = []
     if finite:
-        parts.append(f"lost by a median {np.median(finite):.1f} points ({within} of {len(losses)} losses within "
-                     "one seed std)")
+        parts.append(f"lost by a median {np.median(finite):.1f} points"
+                     + (f" ({within} of {len(losses)} losses within one seed std)" if np.isfinite(spreads).any()
+                        else " (one seed: no std)"))
     if len(finite) < len(gaps):
         parts.append(f"{len(gaps) - len(finite)} cells with every seed diverged")
     if m in ctx.why.get("moved", {}):

@@ -113,12 +113,17 @@ def search_dim(d_tilde: int) -> int:
     return 10 * int(d_tilde)
 
 
+def dim(config: RunConfig) -> int:
+    """d = 10 d~ (:func:`search_dim`)."""
+    return search_dim(config.problem["d_tilde"])
+
+
 def cost(config: RunConfig) -> float:
     """Relative cost: the optimizer's declared per-iteration work (:mod:`replication.costs`) plus
     one mini-batch of logits per evaluation (batch size x d / 10 multiply-adds: d = 10 d~ weights)."""
     from replication.costs import run_cost
 
-    d = search_dim(config.problem["d_tilde"])
+    d = dim(config)
     return run_cost(config, dim=d, eval_cost=config.problem["batch_size"] * d / 10)
 
 

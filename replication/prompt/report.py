@@ -30,6 +30,7 @@ from replication.claims import (
 from replication.config import RunConfig, canonical_json
 from replication.engine import provenance_summary
 from replication.figures import grid_text
+from replication.seeds import over_seeds, seeds_text
 
 from .options import option
 from .study import REPORT_NAME, configs
@@ -78,11 +79,9 @@ def select(records: list[dict], rule: str) -> dict:
     for key, grid in groups.items():
         # fewest diverged seeds first, then the best mean dev metric; ties: the first configuration
         best = max(grid.values(), key=lambda s: (-s["diverged"], np.mean(s["dev"]) if s["dev"] else -np.inf))
-        test = 100 * np.asarray(best["test"], dtype=float)
-        out[key] = {"params": best["params"], "mean": float(np.mean(test)) if test.size else np.nan,
-                    "std": float(np.std(test, ddof=1)) if test.size > 1 else 0.0,
-                    "dev": 100 * float(np.mean(best["dev"])) if best["dev"] else np.nan,
-                    "seeds": test.size + best["diverged"], "diverged": best["diverged"]}
+        out[key] = {"params": best["params"], **over_seeds(100 * np.asarray(best["test"], dtype=float),
+                                                           best["diverged"]),
+                    "dev": 100 * float(np.mean(best["dev"])) if best["dev"] else np.nan}
     return out
 
 
@@ -184,16 +183,7 @@ class Reasons:
 
 
 def _cell(ours, paper_cell, reason) -> str:
-    if ours is None:
-        mine = reason
-    elif ours["diverged"] == ours["seeds"]:
-        mine = f"diverged ({ours['seeds']}/{ours['seeds']} seeds)"
-    elif ours["seeds"] == 1:
-        mine = f"**{ours['mean']:.2f}** (1 seed)"
-    else:
-        mine = f"**{ours['mean']:.2f} ± {ours['std']:.2f}**"
-    if ours is not None and 0 < ours["diverged"] < ours["seeds"]:
-        mine += f" ({ours['diverged']}/{ours['seeds']} seeds diverged)"
+    mine = reason if ours is None else seeds_text(ours, bold=True)
     if paper_cell is None:
         return mine
     return f"{mine} (paper {paper_cell[0]:.2f} ± {paper_cell[1]:.2f})"
@@ -322,7 +312,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
                *_cell_table(selected, tasks, settings, methods,
                             lambda c: f"{_hp_label(c['params'])} ({c['dev']:.1f})"),
                "", f"## The other rule: test metric of the `{other}` prompt (%)", "",
-               *_cell_table(selected_other, tasks, settings, methods, lambda c: f"{c['mean']:.2f} ± {c['std']:.2f}"),
+               *_cell_table(selected_other, tasks, settings, methods, seeds_text),
                ""]
     meta = {"profile": profile, "records": len(records), "runs": len(configs(params)), "selection": rule}
     return write_report(out_dir, REPORT_NAME, md, verdicts, meta)

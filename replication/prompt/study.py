@@ -251,6 +251,10 @@ def prepare(params: dict) -> list[str]:
     return lines
 
 
+def dim(config: RunConfig) -> int:
+    return int(config.problem["dim"])
+
+
 def cost(config: RunConfig) -> float:
     """Relative cost: one forward pass over the few-shot training set (k x classes sequences) per
     evaluation, plus the optimizer's declared work (:mod:`replication.costs`; negligible here).
@@ -264,7 +268,7 @@ def cost(config: RunConfig) -> float:
     from .tasks import get_task
 
     sequences = config.problem["k_shot"] * get_task(config.problem["name"]).n_classes
-    return run_cost(config, dim=config.problem["dim"], eval_cost=1e10 * sequences)
+    return run_cost(config, dim=dim(config), eval_cost=1e10 * sequences)
 
 
 def gpus(config: RunConfig) -> int:

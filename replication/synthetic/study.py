@@ -129,6 +129,10 @@ def make_problem(config: RunConfig) -> SyntheticProblem:
     return SyntheticProblem(pr["name"], pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())
 
 
+def dim(config: RunConfig) -> int:
+    return int(config.problem["dim"])
+
+
 def cost(config: RunConfig) -> float:
     """Relative cost: the optimizer's declared per-iteration work (N d for the diagonal methods,
     N d^2 for pycma, twice for SABO's two rounds; :mod:`replication.costs`). An evaluation of
@@ -136,4 +140,4 @@ def cost(config: RunConfig) -> float:
     nothing to the ordering."""
     from replication.costs import run_cost
 
-    return run_cost(config, dim=config.problem["dim"])
+    return run_cost(config, dim=dim(config))
