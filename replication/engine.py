@@ -70,7 +70,7 @@ from . import stopping
 from .config import RunConfig, content_hash, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
-from .errors import ResourceUnavailable, UsageError
+from .errors import PackageUnavailable, ResourceUnavailable, UsageError
 from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
 from .studies import get_study
 
@@ -360,7 +360,8 @@ def _new_optimizer(config: RunConfig, optimizer: str, params: dict, problem):
 
 def _build_optimizer(config: RunConfig, optimizer: str, params: dict, x0: np.ndarray):
     """``optimizer`` built from ``params``; one it refuses is the user's mistake, not the run's
-    (:class:`~replication.errors.UsageError`: one line, exit status 2, nothing of the run written).
+    (:class:`~replication.errors.UsageError`: one line, exit status 2, nothing of the run written), as is
+    one whose optional package is not installed (:class:`~replication.errors.PackageUnavailable`).
 
     Only the constructor's ``ValueError`` (how every optimizer here refuses a value) is such a refusal: the
     optimizer's name is looked up (a plugin that cannot be loaded stays a :class:`~baselines.PluginError`)
@@ -371,9 +372,15 @@ def _build_optimizer(config: RunConfig, optimizer: str, params: dict, x0: np.nda
     except baselines.PluginError:
         raise
     except ValueError as exc:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
         raise UsageError(f"run {config.study}/{config.label}: method {config.method!r} (optimizer {optimizer!r}) "
-                         f"refuses its parameters: {detail}") from exc
+                         f"refuses its parameters: {_one_line(exc)}") from exc
+    except ImportError as exc:  # an optional extra not installed; the optimizers' messages name it
+        raise PackageUnavailable(f"run {config.study}/{config.label}: method {config.method!r} (optimizer "
+                                 f"{optimizer!r}) cannot run here: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _optimizer_and_params(config: RunConfig) -> tuple[str, dict]:

@@ -11,6 +11,10 @@ class ResourceUnavailable(Exception):
     """
 
 
+class PackageUnavailable(ResourceUnavailable, ImportError):
+    """An optional package a method needs is not installed (TuRBO-1 and GIBO without the ``bo`` extra)."""
+
+
 class UsageError(Exception):
     """A mistake in what the user asked for: the command line or ``params.yaml``.
 

@@ -90,6 +90,15 @@ def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_f
         return None
 
 
+def _execute_ray(*args):
+    """Ray's entry point (:func:`_execute`'s arguments): ``ray.cancel`` interrupts a running task as SIGINT
+    would (Ray calls ``_thread.interrupt_main``), so with the stop handler installed for the task that is a
+    stop request, as SIGTERM is for a local worker: the run checkpoints at its next iteration boundary and
+    the task returns None. The handler and any request are reset when the task ends (Ray reuses workers)."""
+    with stopping.handle_signals():
+        return _execute(*args)
+
+
 def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executor: str = "local",
                 on_record=None, progress: bool = True, checkpoint_every_s: float = 30.0) -> list[dict]:
     """Execute every config (skipping finished ones) and return their records in input order."""
@@ -254,7 +263,7 @@ def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_
         if threading.current_thread() is threading.main_thread():
             for s, h in handlers.items():  # ray.init installs its own; keep the clean-stop handlers
                 signal.signal(s, h)
-    remote = ray.remote(num_cpus=1)(_execute)
+    remote = ray.remote(num_cpus=1)(_execute_ray)
     busy = []
     try:
         needed = max(run_gpus(c) for c in todo)
@@ -277,8 +286,10 @@ def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_
                     elif outcome is not None:
                         finished(outcome)
         except BaseException:
-            for ref in refs:  # queued tasks are dropped; running ones get a KeyboardInterrupt
+            for ref in refs:  # queued tasks are dropped; running ones are asked to stop (_execute_ray)
                 ray.cancel(ref)
+            # running ones write their checkpoint first: the time local workers get (a second Ctrl-C cuts it short)
+            ray.wait(list(refs), num_returns=len(refs), timeout=STOP_GRACE_S)
             raise
     finally:
         if started_here:

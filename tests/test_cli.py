@@ -147,6 +147,30 @@ def test_a_parameter_value_the_optimizer_refuses_is_one_line_and_leaves_nothing(
     assert "lr must be > 0 (got -0.1)" in capsys.readouterr().err
 
 
+def test_a_method_whose_package_is_missing_stops_the_study_in_one_line(tmp_path, capsys, monkeypatch):
+    """TuRBO-1 and GIBO without the `bo` extra (the quick profile runs them): one line naming the method and the
+    install command, exit status 2, before any run (it used to be a traceback and a lock file left behind)."""
+    import baselines
+
+    make = baselines.make
+
+    def without_bo(name, **kw):
+        if name == "ingo":
+            raise ImportError("TuRBO-1 needs PyTorch, GPyTorch and BoTorch (No module named 'botorch'); install "
+                              "them with pip install 'sabo-bench[bo]'")
+        return make(name, **kw)
+
+    monkeypatch.setattr(baselines, "make", without_bo)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_params()))
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", str(path), "--runs-dir", str(runs), "--no-track", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "method 'ingo' (optimizer 'ingo') cannot run here: TuRBO-1 needs" in err and "sabo-bench[bo]" in err
+    assert sorted(p for p in runs.rglob("*") if p.is_file()) == []
+
+
 def test_every_registered_study_fulfils_the_study_protocol():
     from replication.studies import STUDIES, Study, get_study
 

@@ -67,7 +67,7 @@ def test_image_matrix_covers_every_dimension_and_method():
 
 def test_report_stages_keep_the_old_report_while_they_run():
     """DVC deletes a stage's outputs before it runs, unless they persist; then `sabo-bench report`
-    could not see the report it would replace, and a quick-profile `dvc exp run` would silently
+    could not see the report it would replace, and a quick-profile `dvc repro` would silently
     overwrite the committed full report."""
     dvc = load("dvc.yaml")
     reports = [name for name, stage in dvc["stages"].items() if " report " in f" {body(stage)['cmd']} "]
@@ -125,9 +125,9 @@ def test_report_stages_declare_the_table_metrics_and_curves_the_report_writes():
         assert (ROOT / ".dvc" / "plots" / f"{spec['template']}.json").exists(), plot_id
 
 
-def readme_exp_command(text: str) -> list[str]:
-    """The README's command that runs the quick synthetic profile under DVC, as argv."""
-    commands = re.findall(r"`(dvc exp run -S synthetic\.profile=quick[^`]*)`", text)
+def readme_quick_command(text: str) -> list[str]:
+    """The README's command that runs the quick synthetic profile under DVC once params.yaml selects it, as argv."""
+    commands = re.findall(r"`synthetic\.profile: quick` in `params\.yaml`,\s+`(dvc repro [^`]*)`", text)
     assert commands and len(set(commands)) == 1, commands
     return commands[0].split()
 
@@ -173,9 +173,9 @@ def test_a_synthetic_parameter_change_touches_only_synthetic_stages_and_the_read
         assert sorted(changed) == ["synthetic@d200_N100-sabo", "synthetic@d200_N50-ingo"]
         for name in changed:
             assert changed[name] == [{"changed deps": {"params.yaml": {"synthetic.profile": "modified"}}}]
-        argv = readme_exp_command((ROOT / "README.md").read_text())
-        assert argv[:5] == ["dvc", "exp", "run", "-S", "synthetic.profile=quick"] and argv[5:]
-        would_run = repo.reproduce(argv[5:], dry=True)
+        argv = readme_quick_command((ROOT / "README.md").read_text())
+        assert argv[:2] == ["dvc", "repro"] and argv[2:]
+        would_run = repo.reproduce(argv[2:], dry=True)
         assert len(would_run) == 27 and {s.addressing.split("@")[0] for s in would_run} == {"synthetic"}
         assert {"synthetic@d200_N100-turbo", "synthetic@d200_N100-gibo"} <= {s.addressing for s in would_run}
     finally:

@@ -124,3 +124,23 @@ def test_run_one_stops_with_its_message_on_a_line_of_its_own(study):
     assert proc.returncode == 130 and "Traceback" not in err
     lines = err.splitlines()  # tqdm redraws with \r: each redraw is a line here
     assert lines[-1].startswith("stopped by SIGINT: finished runs are recorded"), lines[-3:]
+
+
+def test_ray_tasks_stopped_by_ctrl_c_write_their_checkpoint_first(study):
+    """``ray.cancel`` interrupts a running task; the executor turns that into a stop request, so each running run
+    rewrites its checkpoint at the stop (they were cancelled mid-iteration and kept only their last periodic one)."""
+    pytest.importorskip("ray")
+    cmd, runs, params_path = study
+    params = yaml.safe_load(params_path.read_text())
+    params["synthetic"]["profiles"]["stoptest"]["iterations"]["d200_N50"] = 60000  # runs of a minute or more
+    params_path.write_text(yaml.safe_dump(params))
+    cmd = cmd[:cmd.index("--checkpoint-every")] + ["--checkpoint-every", "3", "--executor", "ray", "--workers", "2"]
+    proc = start_and_wait_for_checkpoints(cmd, runs, timeout=120)
+    stamp = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    checkpoints = list(runs.rglob("*.ckpt"))
+    assert len(checkpoints) == 2 and all(p.stat().st_mtime > stamp for p in checkpoints), \
+        [(p.name, p.stat().st_mtime - stamp) for p in checkpoints]
+    assert not list(runs.rglob("*.json"))
