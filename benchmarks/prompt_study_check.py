@@ -27,7 +27,9 @@ not: accuracy (the weights are random and the data are made up).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -86,6 +88,7 @@ def main(argv=None) -> int:
     from replication.storage import read_json
 
     work = Path(tempfile.mkdtemp(prefix="prompt-check-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the backbone, data and runs: GBs on a GPU machine
     tok = tiny_tokenizer()
     t0 = time.perf_counter()
     model = random_backbone(roberta_large_config(vocab_size=len(tok), **SHAPES[args.model]), args.device)
@@ -112,7 +115,8 @@ def main(argv=None) -> int:
     common = ["--params", str(work / "params.yaml"), "--runs-dir", str(work / "runs")]
     t0 = time.perf_counter()
     workers = [] if args.workers is None else ["--workers", str(args.workers)]
-    rc = cli.main(["run", "prompt", *common, *workers, "--no-track", "--quiet"])
+    quiet = [] if sys.stderr.isatty() else ["--quiet"]  # the progress bar, where someone watches
+    rc = cli.main(["run", "prompt", *common, *workers, "--no-track", *quiet])
     wall = time.perf_counter() - t0
     if rc != 0:  # interrupted (a time limit) or failed: report the runs that finished
         print(f"# sabo-bench run prompt exited with status {rc}; the table shows the finished runs")

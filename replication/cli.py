@@ -85,6 +85,17 @@ def select(args) -> tuple[dict, list]:
     return params, configs
 
 
+#: What a stopped command leaves, by command (the rest compute runs).
+STOPPED = {
+    "run": "finished runs are recorded, interrupted ones checkpointed (a run that writes files of its own, as "
+           "the BBOB study's, restarts instead); run the same command again to resume",
+    "report": "the report is incomplete (some of its files may be new, others old); run the same command again "
+              "to rewrite them all",
+    "list": "nothing was changed", "prepare": "run the same command again to finish the preparation",
+    "track": "the runs logged so far stay logged; run the same command again to log the rest",
+}
+
+
 def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
     p.add_argument("study", choices=sorted(STUDIES), help="which study of the paper")
     p.add_argument("--params", default="params.yaml", help="parameter file (default: %(default)s)")
@@ -500,8 +511,7 @@ def main(argv=None) -> int:
             return status
     except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM (StopRequested): runs keep their checkpoints
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"stopped by {signal.Signals(signum).name}: finished runs are recorded, interrupted ones "
-              "checkpointed; run the same command again to resume", file=sys.stderr)
+        print(f"stopped by {signal.Signals(signum).name}: {STOPPED.get(args.command, STOPPED['run'])}", file=sys.stderr)
         return 128 + signum
     except ResourceUnavailable as exc:  # a missing model or data set: the message says how to supply it
         print(f"error: {exc}", file=sys.stderr)

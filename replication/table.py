@@ -151,6 +151,10 @@ def records_from_table(path, configs: list[RunConfig]) -> list[dict]:
         if digest in by_hash:
             raise ValueError(f"{path}: config hash {digest} occurs twice")
         by_hash[digest] = record
+    studies = sorted({str(r.get("config", {}).get("study")) for r in by_hash.values()})
+    if configs and by_hash and configs[0].study not in studies:  # else: "no records", as if the runs were missing
+        raise ValueError(f"{path} is a run table of study {', '.join(map(repr, studies))}, not of "
+                         f"{configs[0].study!r}")
     out = []
     for config in configs:
         record = by_hash.get(config.hash)

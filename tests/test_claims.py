@@ -79,6 +79,20 @@ def test_lower_final_error_and_progress_between():
     assert CHECKERS["progress_between"]({"methods": ["cmaes"], "low": 1.0, "high": 2.0}, c)[0] == REPRODUCED
 
 
+def test_verdict_texts_keep_the_sign_and_the_digits_that_decide_them():
+    """One sign convention, log10(E_T/E_0) (negative: the error fell), with the digits that separate -0.997 from
+    the -1 threshold; a shortened list says how many it left out."""
+    near = group("ingo", 0.5)
+    near.median_decades = lambda: -0.997
+    verdict, _, measured, reason = CHECKERS["converges"]({"methods": ["ingo"]}, ctx(near))
+    assert verdict == NOT_REPRODUCED and "s/f/ingo (-0.997)" in measured and reason.endswith("s/f/ingo at -0.997")
+    grew = [group("bes", -0.5, function=f"f{i}") for i in range(5)]
+    c = Context({(g.setting, g.function, g.method): g for g in grew}, ["s"], [g.function for g in grew])
+    _, _, measured, reason = CHECKERS["progress_between"]({"methods": ["bes"], "low": 0.1, "high": 1.0}, c)
+    assert "s/f0/bes +" in measured  # the error grew: positive, as in every other check
+    assert reason.startswith("5 of 5 cases outside [-1, -0.1]: ") and reason.endswith(", ... (1 more)")
+
+
 def test_partial_coverage_is_stated():
     c = Context({("s", "f", "ingo"): group("ingo", 3)}, ["s", "t"], ["f"])
     _, _, measured, _ = CHECKERS["converges"]({"methods": ["ingo"]}, c)

@@ -365,3 +365,18 @@ def test_check_claims_reads_its_file_before_record_expected_rewrites_it(tmp_path
                  "--no-track", "--record-expected", str(expected), "--check-claims", str(expected)]) == 1
     assert "CLAIM REGRESSION: ghost_claim: no longer evaluated" in capsys.readouterr().err
     assert "ghost_claim" not in expected.read_text()  # recorded anew
+
+
+@pytest.mark.parametrize("command, said", [("report", "the report is incomplete"),
+                                           ("run", "interrupted ones checkpointed (a run that writes files")])
+def test_a_stopped_command_says_what_it_left(command, said, monkeypatch, capsys):
+    """A stopped report used to say that its runs were checkpointed."""
+    from replication import cli
+
+    def stopped(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, f"cmd_{command}", stopped)
+    assert cli.main([command, "synthetic"]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("stopped by SIGINT: ") and said in err and err.count("\n") == 1

@@ -181,6 +181,11 @@ def test_report_names_the_run_table_when_runs_are_missing(tiny_study, tmp_path, 
     assert report("synthetic", params, out, "--from-table", str(tmp_path / "missing.parquet")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: --from-table:") and "Traceback" not in err
+    # another study's table: said so, not "no records of the ... runs"
+    assert report("image", str(ROOT / "params.yaml"), tmp_path / "image", "--from-table",
+                  str(out / "synthetic_runs.parquet")) == 2
+    assert capsys.readouterr().err.endswith("synthetic_runs.parquet is a run table of study 'synthetic', not of "
+                                            "'image'\n")
 
 
 # ------------------------------------------------------------------ the image and prompt studies

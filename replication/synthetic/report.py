@@ -137,6 +137,18 @@ def _verdict(ok: bool) -> str:
     return REPRODUCED if ok else NOT_REPRODUCED
 
 
+def _change(g) -> str:
+    """A group's median log10(E_T/E_0), to three significant digits (negative: the error fell; -0.997 must not
+    read as the threshold's -1.0)."""
+    return f"{g.median_decades():+.3g}"
+
+
+def _listed(texts: list[str], most: int) -> str:
+    """The first ``most`` of ``texts``, and how many more there are."""
+    more = len(texts) - most
+    return ", ".join(texts[:most]) + (f", ... ({more} more)" if more > 0 else "")
+
+
 def _convergence(check, ctx, expect_converged: bool):
     """Shared by ``converges`` (every selected group converges) and ``fails`` (none does)."""
     groups = ctx.select(check, check["methods"])
@@ -151,15 +163,15 @@ def _convergence(check, ctx, expect_converged: bool):
     meas = f"{len(groups) - len(wrong)}/{len(groups)} cases {outcome}"
     if expect_converged:
         worst = max(groups, key=lambda g: g.median_decades())
-        meas += f"; smallest reduction {worst.label} ({worst.median_decades():+.1f} decades)"
+        meas += f"; median log10(E_T/E_0) at most {_change(worst)} ({worst.label})"
     reason = ""
     if wrong:
-        meas += (f"; {'not converged' if expect_converged else 'converged'}: "
-                 + ", ".join(f"{g.label} ({g.median_decades():+.1f} decades)" for g in wrong[:6]))
+        meas += (f"; {'not converged' if expect_converged else 'converged'} (median log10(E_T/E_0)): "
+                 + _listed([f"{g.label} ({_change(g)})" for g in wrong], 6))
         nearest = min(wrong, key=lambda g: abs(g.median_decades() + CONVERGED_DECADES))
         reason = (f"{len(wrong)} of {len(groups)} cases {'did not converge' if expect_converged else 'converged'}; "
-                  f"nearest to the {CONVERGED_DECADES:g}-decade threshold: {nearest.label} "
-                  f"{nearest.median_decades():+.1f} decades")
+                  f"the one nearest the threshold log10(E_T/E_0) <= {-CONVERGED_DECADES:g}: {nearest.label} "
+                  f"at {_change(nearest)}")
     return _verdict(not wrong), op, meas + ctx.coverage(check, check["methods"], groups), reason
 
 
@@ -178,8 +190,8 @@ def check_diverges(check, ctx):
     if not groups:
         return NOT_RUN, op, "no runs"
     ok = [g for g in groups if g.diverged()]
-    meas = f"{len(ok)}/{len(groups)} cases diverge; median decades: " + ", ".join(
-        f"{g.function}@{g.setting} {g.median_decades():+.1f}" for g in groups[:10])
+    meas = f"{len(ok)}/{len(groups)} cases diverge; median log10(E_T/E_0): " + _listed(
+        [f"{g.function}@{g.setting} {_change(g)}" for g in groups], 10)
     reason = f"{len(groups) - len(ok)} of {len(groups)} cases end below their initial error without overflowing"
     return _verdict(len(ok) == len(groups)), op, meas + ctx.coverage(check, check["methods"], groups), reason
 
@@ -187,14 +199,15 @@ def check_diverges(check, ctx):
 def check_progress_between(check, ctx):
     groups = ctx.select(check, check["methods"])
     lo, hi = check["low"], check["high"]
-    op = f"{', '.join(check['methods'])}: median error reduction between {lo:g} and {hi:g} decades ({_scope(check)})"
+    op = (f"{', '.join(check['methods'])}: median error reduction between {lo:g} and {hi:g} decades, i.e. "
+          f"log10(E_T/E_0) in [{-hi:g}, {-lo:g}] ({_scope(check)})")
     if not groups:
         return NOT_RUN, op, "no runs"
     ok = [g for g in groups if lo <= -g.median_decades() <= hi]
-    meas = "reductions: " + ", ".join(f"{g.label} {-g.median_decades():.2f}" for g in groups)
+    meas = "median log10(E_T/E_0): " + ", ".join(f"{g.label} {_change(g)}" for g in groups)
     outside = [g for g in groups if g not in ok]
-    reason = (f"{len(outside)} of {len(groups)} cases outside [{lo:g}, {hi:g}] decades: "
-              + ", ".join(f"{g.label} {-g.median_decades():.2f}" for g in outside[:4]))
+    reason = (f"{len(outside)} of {len(groups)} cases outside [{-hi:g}, {-lo:g}]: "
+              + _listed([f"{g.label} {_change(g)}" for g in outside], 4))
     return _verdict(len(ok) == len(groups)), op, meas + ctx.coverage(check, check["methods"], groups), reason
 
 
@@ -383,7 +396,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
             continue
         md += [f"### {setting}", "",
                f"![{setting}](figures/synthetic_{setting}.png)", "",
-               "Lines: geometric mean over seeds; bands: min-max over seeds. The error axis is cut at "
+               "Lines: median over seeds; bands: min-max over seeds. The error axis is cut at "
                f"{CLIP_ABOVE:g} E_0 (diverging curves leave the top of the panel).", "",
                f"Against function evaluations: "
                f"[figures/synthetic_{setting}_evals.png](figures/synthetic_{setting}_evals.png)",
