@@ -146,6 +146,7 @@ def test_missing_files_error_names_the_four_files(tmp_path, monkeypatch):
         assert stem in msg
     assert str(tmp_path) in msg and "github.com/zalandoresearch/fashion-mnist" in msg
     assert "datasets` package is not installed" in msg and "load_digits_stand_in" in msg
+    assert "\n" not in msg  # one line (the command line prints it as one error)
     # partially present: only the absent ones are listed as missing
     write_idx(tmp_path / "train-images-idx3-ubyte.gz", np.zeros((1, 28, 28), np.uint8))
     with pytest.raises(FashionMNISTUnavailable, match="missing .*: train-labels-idx1-ubyte, t10k-images"):

@@ -371,7 +371,8 @@ def test_missing_backbone_raises_clear_error(tmp_path, monkeypatch):
         load_backbone(name, device="cpu")
     msg = str(err.value)
     assert isinstance(err.value, RuntimeError)
-    assert name in msg and "HF_HOME" in msg and "local directory" in msg
+    assert name in msg and "HF_HOME" in msg and "set prompt.backbone" in msg and "local directory" in msg
+    assert "\n" not in msg  # one line (the command line prints it as one error)
 
 
 def test_a_local_path_that_is_no_directory_is_named_as_such(tmp_path):

@@ -337,12 +337,9 @@ def _unavailable_message(directory, missing, reasons) -> str:
     target = "<DIR>" if directory is None else str(directory)
     lines += [
         "To supply it, download the four files of the official repository",
-        f"{FASHION_MNIST_URL} (folder data/fashion/) into {target}:",
-        "  train-images-idx3-ubyte.gz   (60,000 training images)",
-        "  train-labels-idx1-ubyte.gz   (60,000 training labels)",
-        "  t10k-images-idx3-ubyte.gz    (10,000 test images)",
-        "  t10k-labels-idx1-ubyte.gz    (10,000 test labels)",
-        "(gunzipped files work too). The image study reads them from `image.fashion_mnist_dir` of params.yaml",
+        f"{FASHION_MNIST_URL} (folder data/fashion/: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,",
+        "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz; 60,000 training and 10,000 test images; gunzipped",
+        f"files work too) into {target}. The image study reads them from `image.fashion_mnist_dir` of params.yaml",
         f"or $FASHION_MNIST_DIR; in Python: load_fashion_mnist({target!r}).",
         ("Or let `datasets` fetch the hub copy (zalando-datasets/fashion_mnist) once on a machine with network "
          "access, and share its cache (HF_DATASETS_OFFLINE=1 then reads it without the network's retries)."
@@ -352,7 +349,7 @@ def _unavailable_message(directory, missing, reasons) -> str:
         "An offline stand-in exists: `image.dataset: digits_stand_in` (load_digits_stand_in() in Python; "
         "scikit-learn's bundled 8x8 digits; NOT Fashion-MNIST, results are not comparable with the paper).",
     ]
-    return "\n".join(lines)
+    return " ".join(" ".join(lines).split())  # one line (reasons quote exceptions): the command line prints one error
 
 
 def load_fashion_mnist(directory=None, *, hub: bool = True, hub_cache_dir=None,

@@ -167,17 +167,16 @@ def _unavailable_message(name, is_dir, cache_dir, offline, local_files_only, exc
              f"({cache_dir or 'library default cache'}; HF_HOME={hf_home or '(unset)'})")
     net = ("network access is disabled (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE or local_files_only)"
            if (offline or local_files_only) else "the hub could not be reached")
-    return (
-        f"Backbone {name!r} is unavailable: {where}; {net}.\n"
-        f"To supply it, either\n"
-        f"  (a) on a machine with network access, download it once into a Hugging Face home:\n"
-        f"        HF_HOME=/path/to/hf python -c \"from transformers import AutoTokenizer, "
-        f"AutoModelForMaskedLM; AutoTokenizer.from_pretrained('{name}'); "
-        f"AutoModelForMaskedLM.from_pretrained('{name}')\"\n"
-        f"      then make /path/to/hf available here and set HF_HOME=/path/to/hf (and HF_HUB_OFFLINE=1); or\n"
-        f"  (b) pass the path of a local directory holding the model and tokenizer "
-        f"(written with save_pretrained).\n"
-        f"Underlying error: {type(exc).__name__}: {exc}"
+    underlying = " ".join(str(exc).split())
+    return (  # one line: the command line prints it as one error
+        f"Backbone {name!r} is unavailable: {where}; {net}. To supply it, either (a) on a machine with network "
+        f"access, download it once into a Hugging Face home: HF_HOME=/path/to/hf python -c \"from transformers "
+        f"import AutoTokenizer, AutoModelForMaskedLM; AutoTokenizer.from_pretrained('{name}'); "
+        f"AutoModelForMaskedLM.from_pretrained('{name}')\", then make /path/to/hf available here and set "
+        f"HF_HOME=/path/to/hf (and HF_HUB_OFFLINE=1, which also skips the network's retries); or (b) set "
+        f"prompt.backbone (load_backbone's name_or_path) to a local directory holding the model and tokenizer, "
+        f"written with save_pretrained. Underlying error: {type(exc).__name__}: "
+        f"{underlying[:300]}{' ...' if len(underlying) > 300 else ''}"
     )
 
 
