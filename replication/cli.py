@@ -364,6 +364,10 @@ def cmd_report(args) -> int:
     study = get_study(args.study)
     params = load_params(args.params, args.study, args.profile)
     profile = params[args.study]["profile"]
+    recorded = (expected_claims or {}).get("profile", profile)
+    if recorded != profile:  # another profile's verdicts: a ci report checked against the full one's, or back
+        raise UsageError(f"--check-claims {args.check_claims!r}: recorded for profile {recorded!r}, but this report "
+                         f"is of profile {profile!r} (use --profile {recorded}, or a file recorded for {profile!r})")
     configs = study.configs(params)
     records = report_records(args, configs)
     source = args.from_table or f"{args.runs_dir}/{args.study}"

@@ -57,6 +57,7 @@ import contextlib
 import csv
 import fcntl
 import io
+import logging
 import os
 import re
 import tempfile
@@ -87,6 +88,7 @@ EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table
         "<setting> --function <function>` prints the link)."),
 }
 DEFAULT_TIMEOUT_S = 15.0     # connecting (lock wait included): a locked sqlite db fails in ~5 s
+QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
 LOG_LOCK_TIMEOUT_S = 120.0   # waiting for another logger's file lock while logging one record
 
 
@@ -183,6 +185,9 @@ class Tracker:
         """
         from mlflow.tracking import MlflowClient  # slow import: outside the deadline
 
+        # a new or migrated database is announced at INFO level, inside the runs' progress bar; warnings still show
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.uri = uri or tracking_uri()
         self.timeout = connect_timeout() if timeout is None else float(timeout)
         self._lock_file = None

@@ -337,8 +337,11 @@ def test_paths_that_cannot_be_used_are_one_line_before_anything_is_written(tmp_p
     bad_json.write_text("{not json")
     wrong_shape = tmp_path / "shape.json"
     wrong_shape.write_text('{"reproduced": "all"}')
+    other_profile = tmp_path / "full.json"
+    other_profile.write_text('{"profile": "full", "reproduced": []}')  # checked without comment before
     for path, why in ((tmp_path / "missing.json", "cannot be read (No such file or directory)"),
-                      (bad_json, "not a JSON file"), (wrong_shape, 'must hold {"reproduced": [claim ids]')):
+                      (bad_json, "not a JSON file"), (wrong_shape, 'must hold {"reproduced": [claim ids]'),
+                      (other_profile, "recorded for profile 'full', but this report is of profile 'tiny'")):
         out = tmp_path / "results"
         assert main(["report", "synthetic", "--params", params, "--runs-dir", str(runs), "--out", str(out),
                      "--no-track", "--check-claims", str(path)]) == 2

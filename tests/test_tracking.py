@@ -61,6 +61,12 @@ def levels_of(tracker, study="synthetic"):
     return runs_by_level(tracker.client, tracker.client.get_experiment_by_name(study).experiment_id)
 
 
+def test_a_new_store_is_not_announced_inside_the_progress_bar(tmp_path, capfd):
+    """MLflow printed "INFO ... Creating initial MLflow database tables" (and alembic its migrations) on stderr."""
+    Tracker(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert "INFO" not in capfd.readouterr().err
+
+
 def test_records_are_logged_as_group_runs_with_their_seed_runs(tmp_path, uri):
     tracker = Tracker(uri)
     recs = records(tmp_path)
