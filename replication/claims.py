@@ -196,7 +196,7 @@ def write_report(out_dir, name: str, markdown: list[str], verdicts: list[Verdict
     return out
 
 
-def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs: int) -> str | None:
+def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs: int, omits=()) -> str | None:
     """Why a report of ``profile`` from ``records`` of its ``runs`` must not replace ``<out_dir>/<name>``'s, or None.
 
     A report is made from whatever records exist, so without this a preview (another profile,
@@ -204,7 +204,9 @@ def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs:
     report of another profile than the existing one's, or a partial one (fewer records than
     its profile's runs) made from fewer records than the existing one. A claims file without
     counts (written before they were recorded) counts as complete. Replacing a report made from
-    no record loses nothing, and a missing or unreadable claims file protects nothing.
+    no record loses nothing, and a missing or unreadable claims file protects nothing. Refused too: a
+    report that ``omits`` a part the existing one has (a claims file lists what its report omits under
+    ``"omits"``; e.g. the BBOB report's cocopp pages, which a report from a run table lacks).
     """
     path = Path(out_dir) / f"{name}_claims.json"
     try:
@@ -220,4 +222,7 @@ def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs:
         return f"{path} is a report of another profile ({had}; this one: {new})"
     if records < runs and (old_records is None or records < old_records):
         return f"{path} was made from more records ({had}; this one: {new})"
+    lost = [part for part in omits if part not in (old.get("omits") or [])]
+    if lost:
+        return f"{path} belongs to a report with {', '.join(lost)}, which this one would lack"
     return None

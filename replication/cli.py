@@ -337,7 +337,9 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
         return None
     from .claims import replacement_refusal
 
-    reason = replacement_refusal(args.out, study.REPORT_NAME, profile=profile, records=records, runs=runs)
+    omits = getattr(study, "TABLE_OMITS", None) if args.from_table else None
+    reason = replacement_refusal(args.out, study.REPORT_NAME, profile=profile, records=records, runs=runs,
+                                 omits=[omits] if omits else [])
     if reason is None:
         return None
     return f"{reason}; not replaced: write this one elsewhere with `--out {Path(args.out, profile)}`, or use --force"

@@ -54,6 +54,11 @@ class Study(Protocol):
     ``<REPORT_NAME>_claims.json``; ``sabo-bench report`` reads the claims file already there
     before it writes, so that a preview never silently replaces a fuller report.
 
+    ``TABLE_OMITS: str`` (optional): what the study's report lacks when made from a run table
+    (``--from-table``), e.g. the BBOB study's cocopp pages; its claims file then lists it under
+    ``"omits"``, and ``sabo-bench report`` will not replace a report that has it without ``--force``
+    (:func:`replication.claims.replacement_refusal`).
+
     Optional hooks (absent means the default; read them with :func:`optional_hook` only):
 
     - ``prepare(params) -> list[str]``: data preparation for ``sabo-bench prepare`` (download,

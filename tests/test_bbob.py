@@ -6,6 +6,7 @@ Regenerate replication/bbob/ci_expected.json deliberately with
 `sabo-bench report bbob --profile ci --out results/ci --record-expected replication/bbob/ci_expected.json`.
 """
 import copy
+import json
 from pathlib import Path
 
 import numpy as np
@@ -229,7 +230,7 @@ def test_report_without_coco_data_says_so(tmp_path):
 
 
 @pytest.mark.slow
-def test_ci_profile_through_the_command_line(tmp_path):
+def test_ci_profile_through_the_command_line(tmp_path, capsys):
     common = ["--params", str(ROOT / "params.yaml"), "--profile", "ci", "--runs-dir", str(tmp_path / "runs")]
     assert main(["run", "bbob", *common, "--workers", "2", "--no-track", "--quiet"]) == 0
     expected = ROOT / "replication" / "bbob" / "ci_expected.json"
@@ -241,3 +242,10 @@ def test_ci_profile_through_the_command_line(tmp_path):
     for c in study.configs(ci_params()):
         assert load_record(tmp_path / "runs", c) is not None
         assert RunConfig.from_dict(c.to_dict()) == c
+    # from its run table the page would lose its cocopp links: not replaced unasked
+    again = ["report", "bbob", *common, "--out", str(out), "--no-track", "--from-table", str(out / "bbob_runs.parquet")]
+    assert main(again) == 1
+    assert "bbob_claims.json belongs to a report with cocopp's pages (a run table holds no COCO data), which this " \
+           "one would lack; not replaced" in capsys.readouterr().err
+    assert main([*again, "--force"]) == 0 and "cocopp was not run" in (out / "bbob.md").read_text()
+    assert json.loads((out / "bbob_claims.json").read_text())["omits"] == [study.TABLE_OMITS]

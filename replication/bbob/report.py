@@ -43,7 +43,7 @@ from replication.engine import files_path, provenance_summary, wall_minutes
 from replication.table import records_note
 
 from .problem import TARGETS
-from .study import REPORT_NAME, configs, suite_methods
+from .study import REPORT_NAME, TABLE_OMITS, configs, suite_methods
 from .suites import SUITES
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
@@ -420,5 +420,6 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
            "instead.",
            "- TuRBO and GIBO are not run: a Gaussian-process fit per batch does not fit a budget of 10^3 d "
            "evaluations over 24 functions x 5 dimensions x 15 instances.", ""]
-    meta = {"profile": profile, "records": len(records), "runs": expected}
+    meta = {"profile": profile, "records": len(records), "runs": expected,
+            "omits": [] if cocopp_dirs or not records else [TABLE_OMITS]}
     return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=files)

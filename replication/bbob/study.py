@@ -23,6 +23,8 @@ from .problem import CocoProblem
 
 STUDY = "bbob"
 REPORT_NAME = "bbob"  # results/bbob.md, results/bbob_claims.json, results/bbob/ (cocopp)
+#: what a report made from a run table lacks (``sabo-bench report`` will not replace a page that has it unasked)
+TABLE_OMITS = "cocopp's pages (a run table holds no COCO data)"
 
 
 def suite_methods(p: dict, runs: dict) -> list[str]:
