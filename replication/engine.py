@@ -351,10 +351,9 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
 def _new_optimizer(config: RunConfig, optimizer: str, params: dict, problem):
     """The run's optimizer, built from its parameters at the problem's x0 (:func:`_build_optimizer`)."""
     x0 = check_x0(problem.x0)
-    dim = get_study(config.study).dim(config)
-    if x0.size != dim:  # the size check_parameters built the optimizers at
-        raise RuntimeError(f"study {config.study!r} breaks its contract: dim(config) = {dim}, but the problem's x0 "
-                           f"has {x0.size} coordinates ({config.label})")
+    if not np.array_equal(x0, get_study(config.study).x0(config)):  # where check_parameters built the optimizers
+        raise RuntimeError(f"study {config.study!r} breaks its contract: its x0(config) is not its problem's x0 "
+                           f"({config.label})")
     return _build_optimizer(config, optimizer, params, x0)
 
 
@@ -390,17 +389,18 @@ def _optimizer_and_params(config: RunConfig) -> tuple[str, dict]:
     return params.pop("optimizer", config.method), params
 
 
-def check_parameters(configs) -> None:
-    """Build the optimizer of every distinct (optimizer, parameters, dimension, budget) of ``configs`` once,
+def check_parameters(configs, *, packages_here: bool = True) -> None:
+    """Build the optimizer of every distinct (optimizer, parameters, x0, budget) of ``configs`` once,
     so that a value a constructor refuses stops a study before its first run
     (:class:`~replication.errors.UsageError`, the message :func:`execute` would give) instead of when
     the first run of that method starts, possibly hours in (executors start the longest runs first).
 
-    Built at x0 = 0 of the study's dimension (``Study.dim``): no problem is built (the prompt study's
-    would load a model). A ``device`` argument is replaced by ``"cpu"``: a CUDA context in the calling
+    Built at the run's x0 (``Study.x0``, from the config alone): no problem is built (the prompt
+    study's would load a model). A ``device`` argument is replaced by ``"cpu"``: a CUDA context in the calling
     process would hold memory on a GPU its workers use, so a device the machine lacks is still found
     when the run starts (:class:`~replication.errors.ResourceUnavailable`). Runs without an optimizer
-    (``max_iter = 0``) are skipped."""
+    (``max_iter = 0``) are skipped. ``packages_here=False`` (runs executed in other environments: a
+    Ray cluster): a method whose optional package this process lacks is left to the workers."""
     seen = set()
     for config in configs:
         if config.budget.get("max_iter") == 0:
@@ -408,11 +408,15 @@ def check_parameters(configs) -> None:
         optimizer, params = _optimizer_and_params(config)
         if "device" in params:
             params["device"] = "cpu"
-        dim = int(get_study(config.study).dim(config))
-        key = content_hash({"optimizer": optimizer, "params": params, "dim": dim, "budget": config.budget})
+        x0 = get_study(config.study).x0(config)
+        key = content_hash({"optimizer": optimizer, "params": params, "x0": x0.tolist(), "budget": config.budget})
         if key not in seen:
             seen.add(key)
-            _build_optimizer(config, optimizer, params, np.zeros(dim))
+            try:
+                _build_optimizer(config, optimizer, params, check_x0(x0))
+            except PackageUnavailable:
+                if packages_here:
+                    raise
 
 
 def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> dict:

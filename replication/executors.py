@@ -116,7 +116,9 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
             records[config.hash] = record
             if on_record is not None:
                 on_record(record)
-    check_parameters(todo)  # a refused value stops the study now, not when its method's first run starts
+    # a refused value stops the study now, not when its method's first run starts; Ray's nodes may have
+    # packages this process lacks, unless it starts the Ray instance itself
+    check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))
     shares = cost_shares(configs)
     todo.sort(key=lambda c: -shares[c.hash])
     runs_done = f"{len(records)}/{len(configs)} runs"
@@ -245,8 +247,8 @@ def _ray_outcome(ray, ref):
         if isinstance(exc.cause, baselines.PluginError):
             raise ResourceUnavailable(f"a Ray worker cannot load an optimizer plugin: {exc.cause}; the module must be "
                                       "importable on every node (installed there, or on their PYTHONPATH)") from None
-        if isinstance(exc.cause, UsageError):  # parameters an optimizer refuses (replication.engine)
-            raise UsageError(str(exc.cause)) from None
+        if isinstance(exc.cause, (UsageError, ResourceUnavailable)):  # one line each (replication.engine)
+            raise exc.cause.with_traceback(None) from None
         raise
 
 

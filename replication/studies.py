@@ -36,9 +36,9 @@ class Study(Protocol):
     ``make_problem(config) -> Problem``: the problem instance of one run
     (:class:`replication.problem.Problem`); called in the worker that executes the run.
 
-    ``dim(config) -> int``: the dimension d of the run's search space, from its config alone (no
-    problem built): the size of ``make_problem(config).x0``. The executors build every optimizer
-    once at that size before the first run starts (:func:`replication.engine.check_parameters`).
+    ``x0(config) -> numpy array``: the run's starting point, from its config alone (no problem
+    built), equal to ``make_problem(config).x0`` (the engine checks). The executors build every
+    optimizer once there before the first run starts (:func:`replication.engine.check_parameters`).
 
     ``cost(config) -> float``: a rough relative cost, used to start long runs first.
 
@@ -75,7 +75,7 @@ class Study(Protocol):
 
     def make_problem(self, config: RunConfig) -> Problem: ...
 
-    def dim(self, config: RunConfig) -> int: ...
+    def x0(self, config: RunConfig): ...
 
     def cost(self, config: RunConfig) -> float: ...
 
@@ -94,7 +94,7 @@ def get_study(name: str) -> Study:
         raise ValueError(f"unknown study {name!r}; available: {sorted(STUDIES)}")
     module = importlib.import_module(STUDIES[name])
     if not isinstance(module, Study):
-        missing = [m for m in ("configs", "make_problem", "dim", "cost", "report")
+        missing = [m for m in ("configs", "make_problem", "x0", "cost", "report")
                    if not callable(getattr(module, m, None))]
         missing += [] if isinstance(getattr(module, "REPORT_NAME", None), str) else ["REPORT_NAME"]
         raise TypeError(f"study module {STUDIES[name]} does not implement replication.studies.Study: "

@@ -86,6 +86,8 @@ def test_verdict_texts_keep_the_sign_and_the_digits_that_decide_them():
     near.median_decades = lambda: -0.997
     verdict, _, measured, reason = CHECKERS["converges"]({"methods": ["ingo"]}, ctx(near))
     assert verdict == NOT_REPRODUCED and "s/f/ingo (-0.997)" in measured and reason.endswith("s/f/ingo at -0.997")
+    near.median_decades = lambda: -0.9996  # three digits would round it onto the threshold
+    assert CHECKERS["converges"]({"methods": ["ingo"]}, ctx(near))[3].endswith("s/f/ingo at -0.9996")
     grew = [group("bes", -0.5, function=f"f{i}") for i in range(5)]
     c = Context({(g.setting, g.function, g.method): g for g in grew}, ["s"], [g.function for g in grew])
     _, _, measured, reason = CHECKERS["progress_between"]({"methods": ["bes"], "low": 0.1, "high": 1.0}, c)

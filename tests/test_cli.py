@@ -130,7 +130,7 @@ def test_unknown_profile_is_a_clear_error(tmp_path, params, capsys):
 def test_a_parameter_value_the_optimizer_refuses_is_one_line_and_leaves_nothing(tmp_path, capsys, workers):
     """The schema checks parameter names; their values are the optimizer constructor's to check (it alone knows
     its ranges): a refusal stops the study as a usage error before any run starts, so no method's run leaves a
-    file (ingo's runs would start after sabo's, the longer ones; the empty runs/<study> is a pipeline output)."""
+    file (ingo's runs would start after sabo's, the longer ones)."""
     p = tiny_params()
     p["synthetic"]["methods"]["ingo"]["lr"] = -0.1
     path = tmp_path / "params.yaml"
@@ -187,7 +187,7 @@ def test_a_module_missing_part_of_the_contract_is_refused(monkeypatch):
     fake.configs = lambda params: []
     monkeypatch.setitem(sys.modules, "fake_study", fake)
     monkeypatch.setitem(studies.STUDIES, "fake", "fake_study")
-    with pytest.raises(TypeError, match="missing make_problem, dim, cost, report"):
+    with pytest.raises(TypeError, match="missing make_problem, x0, cost, report"):
         studies.get_study("fake")
     assert studies.optional_hook(studies.get_study("synthetic"), "prepare") is None
     with pytest.raises(ValueError, match="not an optional hook"):

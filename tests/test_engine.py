@@ -220,18 +220,43 @@ def test_check_parameters_refuses_a_value_before_any_problem_is_built(monkeypatc
     make = baselines.make
     monkeypatch.setattr(baselines, "make", lambda name, **kw: built.append((name, kw["x0"].size, kw.get("device")))
                         or make(name, **kw))
-    check_parameters([small_config("sabo", seed=s) for s in range(3)] + [small_config("ingo", dim=7, popsize=4)]
-                     + [small_config("gibo", popsize=4, device="cuda:7")])
+    check_parameters([small_config("sabo"), small_config("sabo"), small_config("ingo", dim=7, popsize=4),
+                      small_config("gibo", popsize=4, device="cuda:7")])
     assert built == [("sabo", 20, None), ("ingo", 7, None), ("gibo", 20, "cpu")]
 
 
-def test_a_study_whose_dim_disagrees_with_its_problem_is_stopped(tmp_path, monkeypatch):
-    """check_parameters builds the optimizers at ``Study.dim``: a study whose problem has another size would have
-    had its values checked at the wrong size."""
+def test_check_parameters_builds_at_the_runs_x0_and_leaves_missing_packages_to_remote_workers(monkeypatch):
+    """At the run's own x0 (a bound that holds there but not at 0 is no refusal); on a Ray cluster whose nodes may
+    have a package this process lacks, a missing package is not a refusal."""
+    import baselines
+    from replication.engine import check_parameters
+    from replication.errors import PackageUnavailable
     from replication.studies import get_study
 
-    monkeypatch.setattr(get_study("synthetic"), "dim", lambda config: 21)
-    with pytest.raises(RuntimeError, match=r"dim\(config\) = 21, but the problem's x0 has 20 coordinates"):
+    config = small_config("sabo")
+    seen = []
+    make = baselines.make
+    monkeypatch.setattr(baselines, "make", lambda name, **kw: seen.append(kw["x0"]) or make(name, **kw))
+    check_parameters([config])
+    np.testing.assert_array_equal(seen[0], get_study("synthetic").make_problem(config).x0)
+    assert seen[0].min() > 0  # mu0 ~ U[0, 1]^d, not 0
+
+    def missing(name, **kw):
+        raise ImportError("TuRBO-1 needs PyTorch, GPyTorch and BoTorch (No module named 'botorch')")
+
+    monkeypatch.setattr(baselines, "make", missing)
+    check_parameters([config], packages_here=False)
+    with pytest.raises(PackageUnavailable, match=r"method 'sabo' \(optimizer 'sabo'\) cannot run here: TuRBO-1 needs"):
+        check_parameters([config])
+
+
+def test_a_study_whose_x0_disagrees_with_its_problem_is_stopped(tmp_path, monkeypatch):
+    """check_parameters builds the optimizers at ``Study.x0``: a study whose problem starts elsewhere would have had
+    its values checked at the wrong point."""
+    from replication.studies import get_study
+
+    monkeypatch.setattr(get_study("synthetic"), "x0", lambda config: np.zeros(20))
+    with pytest.raises(RuntimeError, match=r"its x0\(config\) is not its problem's x0"):
         execute(small_config("sabo"), tmp_path)
 
 

@@ -36,9 +36,29 @@ def test_a_refusal_in_a_worker_comes_back_as_one_usage_error(tmp_path, monkeypat
     from replication import executors
     from replication.errors import UsageError
 
-    monkeypatch.setattr(executors, "check_parameters", lambda configs: None)
+    monkeypatch.setattr(executors, "check_parameters", lambda configs, **_: None)
     with pytest.raises(UsageError, match=r"refuses its parameters: lr must be > 0 \(got -1.0\)$"):
         run_configs([small_config("ingo", lr=-1.0)], tmp_path, workers=workers, executor=executor, progress=False)
+
+
+def test_a_workers_missing_package_comes_back_from_ray_as_one_line():
+    """A node without the `bo` extra: the worker's PackageUnavailable, not Ray's remote traceback (4 lines)."""
+    import types
+
+    ray = pytest.importorskip("ray")
+    from replication import executors
+    from replication.errors import PackageUnavailable
+
+    message = "run synthetic/x: method 'turbo' (optimizer 'turbo') cannot run here: TuRBO-1 needs BoTorch"
+    error = ray.exceptions.RayTaskError("_execute_ray", "Traceback (most recent call last): ...",
+                                        PackageUnavailable(message))
+
+    def get(ref):
+        raise error
+
+    with pytest.raises(PackageUnavailable) as caught:
+        executors._ray_outcome(types.SimpleNamespace(get=get, exceptions=ray.exceptions), None)
+    assert str(caught.value) == message
 
 
 class RecordingBar:

@@ -16,6 +16,8 @@ Every run's COCO observer output lands in its own directory next to its record
 """
 from __future__ import annotations
 
+import numpy as np
+
 from replication.config import RunConfig, code_version
 from replication.studies import active_profile
 
@@ -59,8 +61,9 @@ def make_problem(config: RunConfig) -> CocoProblem:
     return CocoProblem(pr["suite"], pr["function"], pr["dim"], pr["instance"], config.method)
 
 
-def dim(config: RunConfig) -> int:
-    return int(config.problem["dim"])
+def x0(config: RunConfig) -> np.ndarray:
+    """COCO's initial solution: the centre of the search domain [-5, 5]^d of every suite here."""
+    return np.zeros(config.problem["dim"])
 
 
 def cost(config: RunConfig) -> float:
@@ -68,7 +71,7 @@ def cost(config: RunConfig) -> float:
     evaluations, each O(d) in COCO's C code."""
     from replication.costs import run_cost
 
-    return run_cost(config, dim=dim(config), eval_cost=dim(config))
+    return run_cost(config, dim=config.problem["dim"], eval_cost=config.problem["dim"])
 
 
 def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir=None) -> dict:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import os
 
+import numpy as np
+
 from replication.config import RunConfig, code_version, method_params
 from replication.studies import active_profile
 
@@ -113,9 +115,9 @@ def search_dim(d_tilde: int) -> int:
     return 10 * int(d_tilde)
 
 
-def dim(config: RunConfig) -> int:
-    """d = 10 d~ (:func:`search_dim`)."""
-    return search_dim(config.problem["d_tilde"])
+def x0(config: RunConfig) -> np.ndarray:
+    """mu_0 = 0 (the paper's), of d = 10 d~ (:func:`search_dim`)."""
+    return np.zeros(search_dim(config.problem["d_tilde"]))
 
 
 def cost(config: RunConfig) -> float:
@@ -123,7 +125,7 @@ def cost(config: RunConfig) -> float:
     one mini-batch of logits per evaluation (batch size x d / 10 multiply-adds: d = 10 d~ weights)."""
     from replication.costs import run_cost
 
-    d = dim(config)
+    d = search_dim(config.problem["d_tilde"])
     return run_cost(config, dim=d, eval_cost=config.problem["batch_size"] * d / 10)
 
 

@@ -43,6 +43,8 @@ import functools
 import os
 from pathlib import Path
 
+import numpy as np
+
 from replication.config import RunConfig, code_version, content_hash, method_params
 from replication.errors import ResourceUnavailable
 from replication.studies import active_profile
@@ -251,8 +253,9 @@ def prepare(params: dict) -> list[str]:
     return lines
 
 
-def dim(config: RunConfig) -> int:
-    return int(config.problem["dim"])
+def x0(config: RunConfig) -> np.ndarray:
+    """mu_0 = 0 (the paper's), of the prompt's dimension d (empty for the zero-shot run)."""
+    return np.zeros(config.problem["dim"])
 
 
 def cost(config: RunConfig) -> float:
@@ -268,7 +271,7 @@ def cost(config: RunConfig) -> float:
     from .tasks import get_task
 
     sequences = config.problem["k_shot"] * get_task(config.problem["name"]).n_classes
-    return run_cost(config, dim=dim(config), eval_cost=1e10 * sequences)
+    return run_cost(config, dim=config.problem["dim"], eval_cost=1e10 * sequences)
 
 
 def gpus(config: RunConfig) -> int:

@@ -138,9 +138,14 @@ def _verdict(ok: bool) -> str:
 
 
 def _change(g) -> str:
-    """A group's median log10(E_T/E_0), to three significant digits (negative: the error fell; -0.997 must not
-    read as the threshold's -1.0)."""
-    return f"{g.median_decades():+.3g}"
+    """A group's median log10(E_T/E_0) (negative: the error fell), to three significant digits, or more where
+    fewer would put it on the other side of the convergence threshold (-0.9996 must not read as -1)."""
+    value = g.median_decades()
+    for digits in (3, 6, 9, 17):
+        text = f"{value:+.{digits}g}"
+        if (float(text) <= -CONVERGED_DECADES) == (value <= -CONVERGED_DECADES):
+            break
+    return text
 
 
 def _listed(texts: list[str], most: int) -> str:

@@ -28,6 +28,11 @@ STUDY = "synthetic"
 REPORT_NAME = "synthetic"  # results/synthetic.md, results/synthetic_claims.json
 
 
+def initial_mean(dim: int, low: float, high: float, seed: int) -> np.ndarray:
+    """mu0 ~ U[low, high]^d, drawn from the run's problem seed."""
+    return np.random.default_rng(seed).uniform(low, high, dim)
+
+
 class SyntheticProblem:
     """One test function at one dimension with a seeded initial mean mu0 ~ U[low, high]^d."""
 
@@ -36,7 +41,7 @@ class SyntheticProblem:
             raise ValueError(f"unknown synthetic function {function!r}; available: {sorted(FUNCTIONS)}")
         self._f, optimum = FUNCTIONS[function]
         self.x_star = np.full(dim, optimum)
-        self.x0 = np.random.default_rng(seed).uniform(mu0_low, mu0_high, dim)
+        self.x0 = initial_mean(dim, mu0_low, mu0_high, seed)
 
     def objective(self, X: np.ndarray) -> np.ndarray:
         return self._f(X)
@@ -129,8 +134,9 @@ def make_problem(config: RunConfig) -> SyntheticProblem:
     return SyntheticProblem(pr["name"], pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())
 
 
-def dim(config: RunConfig) -> int:
-    return int(config.problem["dim"])
+def x0(config: RunConfig) -> np.ndarray:
+    pr = config.problem
+    return initial_mean(pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())
 
 
 def cost(config: RunConfig) -> float:
@@ -140,4 +146,4 @@ def cost(config: RunConfig) -> float:
     nothing to the ordering."""
     from replication.costs import run_cost
 
-    return run_cost(config, dim=dim(config))
+    return run_cost(config, dim=config.problem["dim"])
