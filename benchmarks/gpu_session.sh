@@ -40,16 +40,16 @@ LOG="$OUT/session.log"
 : > "$LOG"
 T0=$(date +%s)
 BUDGET=${GPU_SESSION_BUDGET_S:-540}
+PY=${PYTHON:-python3}
 if ls .whl/*.whl >/dev/null 2>&1; then  # packages the GPU machine lacks (cma, pydantic), carried as wheels:
   # pure-Python ones in .whl/, binary ones per Python version in .whl/cpXY/
-  CPV=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  CPV=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl $(ls .whl/"$CPV"/*.whl 2>/dev/null) || echo "WARNING: wheel install failed" | tee -a "$LOG"
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=.:${PYTHONPATH:-}
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
 
 if [ "${GPU_SESSION_TINY:-0}" = "1" ]; then
   DEV=(--device cpu --model small)
