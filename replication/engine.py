@@ -375,7 +375,8 @@ def _build_optimizer(config: RunConfig, optimizer: str, params: dict, x0: np.nda
                          f"refuses its parameters: {_one_line(exc)}") from exc
     except ImportError as exc:  # an optional extra not installed; the optimizers' messages name it
         raise PackageUnavailable(f"run {config.study}/{config.label}: method {config.method!r} (optimizer "
-                                 f"{optimizer!r}) cannot run here: {_one_line(exc)}") from exc
+                                 f"{optimizer!r}) cannot run here: {_one_line(exc)} (or leave the method out: "
+                                 "--method names the ones to run)") from exc
 
 
 def _one_line(exc: Exception) -> str:

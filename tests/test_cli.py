@@ -168,6 +168,7 @@ def test_a_method_whose_package_is_missing_stops_the_study_in_one_line(tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "method 'ingo' (optimizer 'ingo') cannot run here: TuRBO-1 needs" in err and "sabo-bench[bo]" in err
+    assert err.endswith("(or leave the method out: --method names the ones to run)\n")
     assert sorted(p for p in runs.rglob("*") if p.is_file()) == []
 
 
