@@ -5,12 +5,14 @@ import argparse
 import math
 from pathlib import Path
 
+from .errors import one_line
+
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, with a bad argument reported as one line (``sabo-bench: error: ...``, exit status 2)."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog.split()[0]}: error: {' '.join(message.split())}\n")
+        self.exit(2, f"{self.prog.split()[0]}: error: {one_line(message)}\n")
 
 
 def _number(text: str, kind, minimum, rule: str):

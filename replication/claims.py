@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import UsageError
+from .errors import UsageError, one_line
 from .storage import atomic_write_bytes, read_json, write_json
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
@@ -124,7 +124,7 @@ def read_expected(path) -> dict:
     except OSError as exc:
         raise UsageError(f"--check-claims {str(path)!r}: cannot be read ({exc.strerror or exc})") from None
     except ValueError as exc:
-        raise UsageError(f"--check-claims {str(path)!r}: not a JSON file ({' '.join(str(exc).split())})") from None
+        raise UsageError(f"--check-claims {str(path)!r}: not a JSON file ({one_line(exc)})") from None
     scores = expected.get("scores", {}) if isinstance(expected, dict) else None
     if not (isinstance(expected, dict) and isinstance(expected.get("reproduced"), list)
             and all(isinstance(c, str) for c in expected["reproduced"]) and isinstance(scores, dict)

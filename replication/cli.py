@@ -36,7 +36,7 @@ import sabo
 from . import stopping
 from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
-from .errors import ResourceUnavailable, UsageError
+from .errors import ResourceUnavailable, UsageError, one_line
 from .executors import EXECUTORS, default_workers, run_configs
 from .names import natural_order
 from .storage import quarantined_files
@@ -114,8 +114,7 @@ def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
 def _reason(exc: BaseException) -> str:
     """An exception as one short line (MLflow's messages run over several lines)."""
     exc = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the database's own error (and adds the SQL)
-    text = " ".join(str(exc).split()) or "no message"
-    return f"{type(exc).__name__}: {text[:200]}{'...' if len(text) > 200 else ''}"
+    return f"{type(exc).__name__}: {one_line(exc, 200) or 'no message'}"
 
 
 def track_command(args) -> str:
@@ -337,9 +336,9 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
         return None
     from .claims import replacement_refusal
 
-    omits = getattr(study, "TABLE_OMITS", None) if args.from_table else None
+    omits = [study.TABLE_OMITS] if args.from_table and hasattr(study, "TABLE_OMITS") else []
     reason = replacement_refusal(args.out, study.REPORT_NAME, profile=profile, records=records, runs=runs,
-                                 omits=[omits] if omits else [])
+                                 omits=omits)
     if reason is None:
         return None
     return f"{reason}; not replaced: write this one elsewhere with `--out {Path(args.out, profile)}`, or use --force"

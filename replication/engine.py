@@ -70,7 +70,7 @@ from . import stopping
 from .config import RunConfig, content_hash, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
-from .errors import PackageUnavailable, ResourceUnavailable, UsageError
+from .errors import PackageUnavailable, ResourceUnavailable, UsageError, one_line
 from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
 from .studies import get_study
 
@@ -372,15 +372,11 @@ def _build_optimizer(config: RunConfig, optimizer: str, params: dict, x0: np.nda
         raise
     except ValueError as exc:
         raise UsageError(f"run {config.study}/{config.label}: method {config.method!r} (optimizer {optimizer!r}) "
-                         f"refuses its parameters: {_one_line(exc)}") from exc
+                         f"refuses its parameters: {one_line(exc) or type(exc).__name__}") from exc
     except ImportError as exc:  # an optional extra not installed; the optimizers' messages name it
         raise PackageUnavailable(f"run {config.study}/{config.label}: method {config.method!r} (optimizer "
-                                 f"{optimizer!r}) cannot run here: {_one_line(exc)} (or leave the method out: "
-                                 "--method names the ones to run)") from exc
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+                                 f"{optimizer!r}) cannot run here: {one_line(exc) or type(exc).__name__} (or leave "
+                                 "the method out: --method names the ones to run)") from exc
 
 
 def _optimizer_and_params(config: RunConfig) -> tuple[str, dict]:

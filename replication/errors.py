@@ -11,6 +11,14 @@ class ResourceUnavailable(Exception):
     """
 
 
+def one_line(text, limit: int | None = None) -> str:
+    """``text`` (or an exception's message) on one line, every run of whitespace a single space, cut
+    after ``limit`` characters with "..." where longer: for messages that quote other libraries'
+    errors (MLflow's, the hub's, transformers' run over several lines)."""
+    text = " ".join(str(text).split())
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
+
+
 class PackageUnavailable(ResourceUnavailable, ImportError):
     """An optional package a method needs is not installed (TuRBO-1 and GIBO without the ``bo`` extra)."""
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replication.errors import ResourceUnavailable
+from replication.errors import ResourceUnavailable, one_line
 from sabo.validation import check_in_interval
 
 __all__ = ["Dataset", "FashionMNISTUnavailable", "read_idx", "write_idx", "load_fashion_mnist",
@@ -317,9 +317,8 @@ def _load_from_hub(cache_dir, check_sizes, reasons: list) -> Dataset | None:
                 labels = np.asarray(part["label"], dtype=np.int64)
                 splits[split] = (images, labels)
         except Exception as exc:  # any failure (network, cache, format) means "not from the hub"
-            text = " ".join(str(exc).split())  # one line: the hub's errors run over several, with retries
-            reasons.append(f"datasets.load_dataset({repo!r}) failed: {type(exc).__name__}: "
-                           f"{text[:300]}{'...' if len(text) > 300 else ''}")
+            # one line: the hub's errors run over several, with retries
+            reasons.append(f"datasets.load_dataset({repo!r}) failed: {type(exc).__name__}: {one_line(exc, 300)}")
             continue
         return _from_arrays(*splits["train"], *splits["test"], where=f"huggingface:{repo}", check_sizes=check_sizes)
     return None
@@ -349,7 +348,7 @@ def _unavailable_message(directory, missing, reasons) -> str:
         "An offline stand-in exists: `image.dataset: digits_stand_in` (load_digits_stand_in() in Python; "
         "scikit-learn's bundled 8x8 digits; NOT Fashion-MNIST, results are not comparable with the paper).",
     ]
-    return " ".join(" ".join(lines).split())  # one line (reasons quote exceptions): the command line prints one error
+    return one_line(" ".join(lines))  # reasons quote exceptions: the command line prints one error
 
 
 def load_fashion_mnist(directory=None, *, hub: bool = True, hub_cache_dir=None,

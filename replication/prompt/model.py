@@ -14,7 +14,7 @@ import os
 
 import torch
 
-from replication.errors import ResourceUnavailable
+from replication.errors import ResourceUnavailable, one_line
 
 from .options import MODEL_ATTENTIONS
 
@@ -167,7 +167,6 @@ def _unavailable_message(name, is_dir, cache_dir, offline, local_files_only, exc
              f"({cache_dir or 'library default cache'}; HF_HOME={hf_home or '(unset)'})")
     net = ("network access is disabled (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE or local_files_only)"
            if (offline or local_files_only) else "the hub could not be reached")
-    underlying = " ".join(str(exc).split())
     return (  # one line: the command line prints it as one error
         f"Backbone {name!r} is unavailable: {where}; {net}. To supply it, either (a) on a machine with network "
         f"access, download it once into a Hugging Face home: HF_HOME=/path/to/hf python -c \"from transformers "
@@ -175,8 +174,7 @@ def _unavailable_message(name, is_dir, cache_dir, offline, local_files_only, exc
         f"AutoModelForMaskedLM.from_pretrained('{name}')\", then make /path/to/hf available here and set "
         f"HF_HOME=/path/to/hf (and HF_HUB_OFFLINE=1, which also skips the network's retries); or (b) set "
         f"prompt.backbone (load_backbone's name_or_path) to a local directory holding the model and tokenizer, "
-        f"written with save_pretrained. Underlying error: {type(exc).__name__}: "
-        f"{underlying[:300]}{' ...' if len(underlying) > 300 else ''}"
+        f"written with save_pretrained. Underlying error: {type(exc).__name__}: {one_line(exc, 300)}"
     )
 
 
