@@ -28,6 +28,7 @@ import inspect
 import sabo.protocol
 from sabo import SABO
 from sabo.protocol import AskTellOptimizer
+from sabo.validation import did_you_mean
 
 from . import plugins
 from .bes import BES
@@ -108,12 +109,19 @@ def find(name: str) -> type | None:
 def resolve(name: str) -> tuple[type, dict]:
     """``(class, fixed constructor arguments)`` of the method ``name``; ``ValueError`` if there is none.
 
+    The ``ValueError`` for an unknown name suggests the closest method names, case ignored
+    (``"SABO"``: did you mean ``'sabo'``), then lists every valid one.
+
     A family member ``"<family>:<member>"`` fixes the family's ``family_parameter`` to ``member``,
     which the class checks (:meth:`~sabo.protocol.AskTellOptimizer.check_member`).
     """
     cls = find(name)
     if cls is None:
-        raise ValueError(f"unknown optimizer {name!r}; {_listing()}")
+        hint = ""
+        if isinstance(name, str):  # "Nevergrad:NGOpt" suggests 'nevergrad:NGOpt': the family's name, member kept
+            family, colon, member = name.partition(":")
+            hint = did_you_mean(family, available(), suffix=colon + member)
+        raise ValueError(f"unknown optimizer {name!r}{hint}; {_listing()}")
     family, colon, member = name.partition(":")
     if not colon:
         return cls, {}

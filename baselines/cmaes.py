@@ -63,7 +63,7 @@ import numpy as np
 
 from sabo.protocol import AskTellOptimizer
 from sabo.state import Array, to_data
-from sabo.validation import check_x0
+from sabo.validation import check_x0, shown
 
 from .replay import TOLD_FIELD, TellReplay
 
@@ -155,7 +155,7 @@ class CMAES(TellReplay, AskTellOptimizer):
         # Checked on pycma's evaluated value, which may have been given as an expression string.
         diagonal = self._es.opts["CMA_diagonal"]
         if diagonal is not True and diagonal:
-            raise ValueError(f"options: CMA_diagonal must be True or 0 (got {diagonal!r}): after a number of "
+            raise ValueError(f"options: CMA_diagonal must be True or 0 (got {shown(diagonal)}): after a number of "
                              "diagonal iterations pycma switches to a full-covariance sampler that draws from "
                              "NumPy's global RNG")
         self._stats.update(sigma=float(self._es.sigma), stop={})

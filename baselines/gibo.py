@@ -160,7 +160,7 @@ import numpy as np
 
 from sabo.protocol import AskTellOptimizer
 from sabo.state import Array, Real
-from sabo.validation import check_int, check_positive, check_x0
+from sabo.validation import check_int, check_positive, check_x0, shown
 
 INSTALL_HINT = "pip install 'sabo-bench[bo]'"
 
@@ -201,13 +201,13 @@ def _check_bounds(name: str, value) -> tuple[float, float]:
             or any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) for v in value)
             or not 0.0 < value[0] < 1.0 < value[1]):
         raise ValueError(f"{name} must be a pair (low, high) of finite numbers with 0 < low < 1 < high "
-                         f"(got {value!r})")
+                         f"(got {shown(value)})")
     return float(value[0]), float(value[1])
 
 
 def _check_bool(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False (got {value!r})")
+        raise ValueError(f"{name} must be True or False (got {shown(value)})")
     return bool(value)
 
 

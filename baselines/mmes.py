@@ -135,7 +135,7 @@ import numpy as np
 
 from sabo.protocol import MAX_POPSIZE, MAX_POPULATION_ELEMENTS, AskTellOptimizer
 from sabo.state import Array, Integer, Real
-from sabo.validation import check_choice, check_in_interval, check_int, check_x0
+from sabo.validation import check_choice, check_in_interval, check_int, check_x0, shown
 
 RESTART_SIGMA_RATIO = 1e-12
 RESTART_FTOL = 1e-12
@@ -227,7 +227,7 @@ class MMES(AskTellOptimizer):
         self._c_s = check_in_interval("c_s", c_s, 0.0, 1.0, closed="right")
         self._a_z = check_in_interval("target_significance", target_significance, 0.0, 1.0)
         if not isinstance(restarts, (bool, np.bool_)):
-            raise ValueError(f"restarts must be True or False (got {restarts!r})")
+            raise ValueError(f"restarts must be True or False (got {shown(restarts)})")
         self._restarts = bool(restarts)
         self._warmup = check_choice("warmup", warmup, WARMUPS)
         self._archive_gap = check_choice("archive_gap", archive_gap, ARCHIVE_GAPS)

@@ -108,7 +108,7 @@ import numpy as np
 from sabo.gaussian_search import ingo_default_popsize
 from sabo.protocol import AskTellOptimizer
 from sabo.state import Array, Integer, Real
-from sabo.validation import as_real_array, check_int, check_x0
+from sabo.validation import as_real_array, check_int, check_x0, shown
 
 LENGTH_INIT = 0.8
 LENGTH_MIN = 0.5**7
@@ -321,7 +321,8 @@ class TuRBO1(AskTellOptimizer):
         lb, ub = b
         if not np.all(lb < ub):
             i = int(np.flatnonzero(lb >= ub)[0])
-            raise ValueError(f"{name} must have lb < ub in every coordinate (coordinate {i}: {lb[i]!r} >= {ub[i]!r})")
+            raise ValueError(f"{name} must have lb < ub in every coordinate "
+                             f"(coordinate {i}: {shown(lb[i])} >= {shown(ub[i])})")
         outside = np.flatnonzero((self._x0 < lb) | (self._x0 > ub))
         if outside.size:
             raise ValueError(f"bounds must contain x0 (x0 lies outside in coordinates {outside[:10].tolist()})")
@@ -410,7 +411,7 @@ class TuRBO1(AskTellOptimizer):
                 raise ValueError(f"state['state']['{key}'] must lie inside the box state['config']['bounds']")
         if not LENGTH_MIN <= self._length <= LENGTH_MAX:
             raise ValueError(f"state['state']['length'] must lie in [{LENGTH_MIN}, {LENGTH_MAX}] "
-                             f"(got {self._length!r})")
+                             f"(got {shown(self._length)})")
         if self._pending is not None and rows and not np.array_equal(self._pending, self._design[:q]):
             raise ValueError("state['state']['pending'] must be the first popsize rows of the design "
                              "while a design is being told")

@@ -20,12 +20,13 @@ likewise; clipping would make F flat outside the box, with nothing to pull the m
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import numpy as np
 
 from .protocol import AskTellOptimizer
-from .validation import as_real_array, check_int, check_x0
+from .validation import as_real_array, check_int, check_x0, did_you_mean
 
 #: With ``bounds`` and no ``sigma0``, ``sigma0 = BOX_SIGMA0 * (high - low)`` in each coordinate bounded on
 #: both sides (1.0 elsewhere), pycma's rule of thumb for a box.
@@ -46,8 +47,12 @@ class OptimizeResult(dict):
 
     - ``x``: the final mean of the search distribution (the method's estimate), and
       ``fun = F(x)``, evaluated once at the end and included in ``nfev``.
-    - ``x_best``, ``fun_best``: the best candidate evaluated during the run and its value (on a
-      noisy or mini-batch objective, a lucky draw; ``x`` is the estimate to use).
+    - ``x_best``, ``fun_best``: the best point evaluated during the run and its value, over every
+      evaluation counted in ``nfev``: the told candidates and the final evaluation of ``x``. So
+      ``fun_best <= fun``, and a run that tells nothing (``max_iter=0``, or ``max_nfev`` below the
+      first ask plus one) has ``x_best = x`` and ``fun_best = fun`` (for SABO, ``x0`` and F(x0)).
+      ``opt.x_best``/``opt.f_best`` cover the told candidates only. On a noisy or mini-batch
+      objective ``fun_best`` is a lucky draw; ``x`` is the estimate to use.
     - ``nit``, ``nfev``: iterations and function evaluations.
     - ``success``: True. A run stops only on a budget or the callback, both normal ends; a
       failure (bad input, non-finite values or state) raises instead of returning a result.
@@ -86,6 +91,17 @@ def _evaluate(fun: Callable, X: np.ndarray) -> np.ndarray:
     return values
 
 
+def _mean_of(opt: AskTellOptimizer) -> np.ndarray:
+    """``opt.mean``, refused with one ``TypeError`` unless it is a numpy float64 array of shape (d,)."""
+    mean = opt.mean
+    if not (isinstance(mean, np.ndarray) and mean.dtype == np.float64 and mean.shape == (opt.dim,)):
+        got = (f"an array of dtype {mean.dtype} and shape {mean.shape}" if isinstance(mean, np.ndarray)
+               else f"a {type(mean).__name__}")
+        raise TypeError(f"{type(opt).__name__}.mean must be a numpy float64 array of shape ({opt.dim},), one "
+                        f"entry per coordinate of x0; it is {got}")
+    return mean
+
+
 def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_iter: int | None = None,
         max_nfev: int | None = None, callback: Callable[[AskTellOptimizer], bool] | None = None,
         record_mean: bool = True) -> OptimizeResult:
@@ -96,6 +112,12 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
     The run stops before an ask whose evaluation (plus the final evaluation of ``x``) would
     exceed ``max_nfev``, after ``max_iter`` iterations, or when ``callback(opt)`` returns a
     true value (checked after every completed iteration).
+
+    Every optimizer declares how many ask/tell rounds one iteration takes
+    (``rounds_per_iteration``: 1, SABO's 2). If ``opt.nit`` has not advanced after that many
+    rounds in a row, the optimizer's ``_tell`` does not count iterations and ``max_iter`` would
+    never be reached: ``run`` raises ``RuntimeError`` naming the class instead of looping forever
+    (with ``max_nfev`` too, where the budget would end the loop, since ``nit`` would be wrong).
 
     ``fun`` must not modify its argument: an objective that changes ``X`` in place raises
     ``ValueError`` saying so. ``run`` detects this rather than passing ``fun`` a private copy,
@@ -111,6 +133,7 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
     history: list[dict] = []
     start_nit = opt.nit
     status = 0
+    stalled = 0  # ask/tell rounds in a row after which opt.nit had not advanced
     while max_iter is None or opt.nit - start_nit < max_iter:
         X = opt.ask()
         if max_nfev is not None and opt.nfev + X.shape[0] + 1 > max_nfev:
@@ -118,22 +141,33 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
             break
         nit_before = opt.nit
         values = _evaluate(fun, X)
-        if not np.array_equal(X, opt.ask(), equal_nan=True):  # ask() again: the unchanged pending population
+        if not np.array_equal(X, opt.ask()):  # ask() again: the unchanged pending population (NaN-free)
             raise ValueError("fun modified its input array X in place; the values it returned may belong to "
                              "the modified points, not to the population the optimizer sampled. Copy X inside "
                              "fun before changing it (e.g. X = X.copy()).")
         opt.tell(X, values)
         if opt.nit > nit_before:
+            stalled = 0
             record = {"nit": opt.nit, "nfev": opt.nfev, "f_best": opt.f_best}
             if record_mean:
-                record["mean"] = opt.mean
+                record["mean"] = _mean_of(opt)
             history.append(record)
             if callback is not None and callback(opt):
                 status = 2
                 break
-    x = opt.mean
+        else:
+            stalled += 1
+            if stalled >= opt.rounds_per_iteration:
+                name = type(opt).__name__
+                raise RuntimeError(f"{name}.nit did not advance in {stalled} ask/tell round(s) in a row (it stayed "
+                                   f"at {opt.nit}), though one iteration takes {name}.rounds_per_iteration = "
+                                   f"{opt.rounds_per_iteration}: its _tell must add 1 to self._nit when an "
+                                   "iteration completes, or run() could never reach max_iter")
+    x = _mean_of(opt)
     fx = float(_evaluate(fun, x[None, :])[0])
-    return OptimizeResult(x=x, fun=fx, x_best=opt.x_best, fun_best=opt.f_best, nit=opt.nit, nfev=opt.nfev + 1,
+    # F(x) is an evaluation of the run (counted in nfev), so x competes for the best point
+    x_best, fun_best = (x.copy(), fx) if fx < opt.f_best else (opt.x_best, opt.f_best)
+    return OptimizeResult(x=x, fun=fx, x_best=x_best, fun_best=fun_best, nit=opt.nit, nfev=opt.nfev + 1,
                           success=True, status=status, message=STATUS_MESSAGES[status], history=history,
                           stats=opt.stats)
 
@@ -213,9 +247,18 @@ def minimize(fun: Callable, x0, args=(), *, bounds=None, vectorized: bool = Fals
     the paper), and ``x``, ``x_best`` and the history's means are reported in the box. ``x0``
     must lie within the bounds; ``sigma0`` defaults to :data:`BOX_SIGMA0` times each bounded
     coordinate's width (SABO's 1.0 would spread the samples over several folds of a unit box).
+    Any other keyword argument must be one of SABO's (``sigma0``, ``popsize``, ``lr``, ``rho``, ...);
+    an unknown one raises ``TypeError`` suggesting the closest names (``maxiter``: ``max_iter``).
     """
     from .sabo import SABO
 
+    sabo_options = [p for p in inspect.signature(SABO).parameters if p != "x0"]
+    unknown = [key for key in options if key not in sabo_options]
+    if unknown:
+        own = [p for p in inspect.signature(minimize).parameters if p not in ("fun", "x0", "options")]
+        wrong = ", ".join(f"{key!r}{did_you_mean(key, own + sabo_options)}" for key in unknown)
+        raise TypeError(f"minimize() got unexpected keyword argument(s) {wrong}; its own are {', '.join(own)}, and "
+                        f"SABO's options are {', '.join(sabo_options)}")
     if not isinstance(vectorized, (bool, np.bool_)):
         raise ValueError(f"vectorized must be True or False (got {vectorized!r})")
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)

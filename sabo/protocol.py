@@ -10,9 +10,9 @@ data, the caller evaluates *all rows of one ask on one freshly drawn data batch*
 estimator in this suite compares values within one ask (e.g. ``F(x_j; B) - F(mu; B)``),
 so mixing batches inside an ask adds batch noise to every difference.
 
-Subclasses implement ``_ask()`` (return the next population, float64 ``(n, d)``) and
-``_tell(values)`` (update from the values of the pending population). ``_tell`` must
-compute the new state in temporaries and assign it only after
+Subclasses implement ``_ask()`` (return the next population, float64 ``(n, d)`` without NaN,
+which ``ask()`` checks) and ``_tell(values)`` (update from the values of the pending
+population). ``_tell`` must compute the new state in temporaries and assign it only after
 :meth:`_require_finite` has accepted it, so a failed update leaves the optimizer as it was.
 
 Saved states are data only (:meth:`AskTellOptimizer.state_dict`, :mod:`sabo.serialization`):
@@ -155,13 +155,42 @@ class AskTellOptimizer:
 
     # ------------------------------------------------------------------ protocol
     def ask(self) -> np.ndarray:
-        """Return the next population as a float64 array of shape ``(n, d)``.
+        """Return the next population as a float64 array of shape ``(n, d)``, n >= 1, free of NaN.
 
-        Calling ``ask`` again before ``tell`` returns the same pending population.
+        Calling ``ask`` again before ``tell`` returns the same pending population. What the
+        subclass's ``_ask()`` returns is checked once, here (:meth:`_checked_population`): a list
+        or a float32 array is refused, not converted.
         """
         if self._pending is None:
-            self._pending = self._ask()
+            self._pending = self._checked_population(self._ask())
         return self._pending.copy()
+
+    def _checked_population(self, X) -> np.ndarray:
+        """``X``, what ``_ask()`` returned, if it keeps :meth:`ask`'s promise; else one ``TypeError``/``ValueError``.
+
+        Required: a ``numpy.ndarray`` of dtype float64 with 2 dimensions, d columns, at least one
+        row, and no NaN. The number of rows is not checked against one attribute: it differs
+        between asks of one optimizer (MMES's first ask adds x0, a ``baseline="center"`` ask the
+        centre). Infinities pass: a sample drawn from a finite state can overflow (MMES near the
+        float64 limit), the objective's value there is the caller's to give, and the update that
+        follows is refused by :meth:`_require_finite` if it would not be finite. Anything else is
+        refused, not converted: a list or a float32 array would be a silent copy or rounding of
+        what the subclass computed, and a NaN is no point at all (and would make ``tell`` refuse
+        the very population it was given, as NaN != NaN); refusing names the subclass's ``_ask``
+        as the place to fix.
+        """
+        d = self._dim
+        required = (f"{type(self).__name__}._ask() must return a numpy float64 array of shape (n, {d}) "
+                    "with n >= 1 and no NaN")
+        if not isinstance(X, np.ndarray):
+            raise TypeError(f"{required}; it returned a {type(X).__name__}")
+        if X.dtype != np.float64 or X.ndim != 2 or X.shape[0] < 1 or X.shape[1] != d:
+            raise TypeError(f"{required}; it returned an array of dtype {X.dtype} and shape {X.shape}")
+        if np.isnan(X).any():
+            bad = np.flatnonzero(np.any(np.isnan(X), axis=1))
+            raise ValueError(f"{required}; it returned an array of shape {X.shape} with NaN in rows "
+                             f"{bad[:10].tolist()}")
+        return X
 
     def tell(self, X, values) -> None:
         """Update the optimizer with ``values[j] = F(X[j])`` for the population ``X`` from ``ask``."""
@@ -173,6 +202,8 @@ class AskTellOptimizer:
                 f"X has shape {X.shape}, expected {self._pending.shape}: "
                 "tell() takes the population returned by the last ask()"
             )
+        # the pending population is free of NaN (ask() and restoring refuse it), so equality is exact:
+        # an X with a NaN is never it
         if not np.array_equal(X, self._pending):
             raise ValueError("X is not the population returned by the last ask(); tell() takes exactly that array")
         values = self._checked_values(values, X.shape[0])
@@ -299,7 +330,7 @@ class AskTellOptimizer:
         Integer("nit"),
         Real("f_best", allow_posinf=True),
         Array("x_best", lambda o: (o._dim,), finite="no_nan"),
-        Array("pending", lambda o: (o._ask_rows(), o._dim), finite="no_nan", optional=True),
+        Array("pending", lambda o: (o._ask_rows(), o._dim), finite="no_nan", optional=True),  # as ask() promises
         Stats("stats"),
     )
 
@@ -364,7 +395,8 @@ class AskTellOptimizer:
         target = OPTIMIZERS.get(name) if isinstance(name, str) else None
         if target is None:
             raise ValueError(f"state['optimizer'] names an unknown optimizer {name!r}; known: {sorted(OPTIMIZERS)} "
-                             "(an optimizer is known once the module defining it is imported, e.g. `import baselines`)")
+                             "(an optimizer is known once the module defining it is imported: `import baselines` for "
+                             "the suite's methods; an installed plugin's after `baselines.load_plugins()`)")
         if not issubclass(target, cls):
             raise ValueError(f"state was saved from optimizer {name!r} ({target.__qualname__}), "
                              f"which is not a {cls.__qualname__}")

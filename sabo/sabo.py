@@ -77,9 +77,15 @@ class SABO(GaussianSearch):
         Step size beta_t (> 0); a number is a constant schedule.
     rho : float, schedule or None
         Neighbourhood size rho_t (> 0) of the KL ball; ``InvSqrt(100, horizon=T)`` is the
-        paper's synthetic setting. ``None`` (default): 0.05 sqrt(d) (:data:`DEFAULT_RHO_SCALE`),
-        which keeps the perturbation about 0.05 sqrt(d) standard deviations, where it costs
-        little progress per iteration at any d (README, "Choosing rho").
+        paper's synthetic setting. ``None`` (default): rho = 0.05 sqrt(d) (:data:`DEFAULT_RHO_SCALE`),
+        whatever the reading. Under ``rho_reading="paper"`` this is the KL radius, and the
+        perturbation moves the mean about 0.05 sqrt(d) standard deviations (at most sqrt(2) times
+        that; ``sabo.perturbation``), where it costs little progress per iteration at any d
+        (README, "Choosing rho", measured under this reading). Under ``"inverse"`` the radius is
+        1/rho = 20/sqrt(d): the mean moves about 20/sqrt(d) standard deviations (6.3 at d = 10, 2 at
+        d = 100, 0.63 at d = 1000), a size the study did not measure, and below d = 40 the radius is
+        >= sqrt(d)/2 (a :class:`SettingsWarning`). For a radius c sqrt(d) under ``"inverse"``, pass
+        rho = 1/(c sqrt(d)).
     rho_reading : {"paper", "inverse"}
         What rho means: the KL radius (``"paper"``, eq. sec31_5 as printed) or its inverse;
         see ``sabo.perturbation``.

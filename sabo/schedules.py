@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import check_int, check_positive
+from .validation import check_int, check_positive, shown
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def as_schedule(name: str, value) -> Constant | InvSqrt:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return Constant(check_positive(name, value))
     raise ValueError(f"{name} must be a number > 0, a schedule (Constant, InvSqrt) or a schedule mapping "
-                     f"(got {value!r})")
+                     f"(got {shown(value)})")
 
 
 def schedule_mapping(schedule: Constant | InvSqrt) -> dict:

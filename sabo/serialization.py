@@ -21,6 +21,10 @@ import zipfile
 import numpy as np
 
 ARRAY_KEY = "__ndarray__"
+#: How every file :func:`dumps` writes begins: an ``.npz`` is a zip archive.
+_ZIP_MAGIC = b"PK\x03\x04"
+#: How a pickle of protocol 2 or later begins (its PROTO opcode).
+_PICKLE_MAGIC = b"\x80"
 _TREE = "tree"
 _ARRAY_KINDS = "biuf"
 
@@ -67,15 +71,29 @@ def dumps(tree) -> bytes:
 
 
 def loads(data: bytes):
-    """Read bytes written by :func:`dumps`; raises :class:`StateFormatError` on anything else."""
+    """Read bytes written by :func:`dumps`; raises :class:`StateFormatError` on anything else.
+
+    Bytes that do not begin as a zip archive are refused before NumPy sees them: ``np.load``
+    would take them for a pickle and say so, whatever they are."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"loads() takes the bytes of a state file (got {type(data).__name__})")
+    data = bytes(data)
+    if not data.startswith(_ZIP_MAGIC):
+        got = ("a Python pickle, which is never unpickled" if data.startswith(_PICKLE_MAGIC)
+               else f"{len(data)} bytes" + (f" beginning {data[:8]!r}" if data else ""))
+        raise StateFormatError(f"not a state file of this format (a .npz archive written by "
+                               f"sabo.serialization.dumps, beginning {_ZIP_MAGIC!r}); got {got}")
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             files = {name: npz[name] for name in npz.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise StateFormatError(f"not a state file ({type(exc).__name__}: {exc})") from exc
+        raise StateFormatError(f"not a state file of this format ({type(exc).__name__}: {exc})") from exc
+    foreign = sorted(name for name, value in files.items() if not isinstance(value, np.ndarray))
+    if foreign:  # np.load returns a zip member that is no .npy as its raw bytes
+        raise StateFormatError(f"not a state file of this format (archive members {foreign} are not NumPy arrays)")
     raw = files.pop(_TREE, None)
     if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
-        raise StateFormatError("not a state file (no structure entry)")
+        raise StateFormatError("not a state file of this format (no structure entry)")
     try:
         structure = json.loads(raw.tobytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .validation import shown
+
 ARRAY_KINDS = "biuf"
 
 
@@ -124,7 +126,7 @@ class Integer(Field):
         high = self.maximum(opt) if callable(self.maximum) else self.maximum
         allowed = f">= {self.minimum}" if high is None else f"in [{self.minimum}, {high}]"
         if not _is_int(value) or value < self.minimum or (high is not None and value > high):
-            raise ValueError(f"{where} must be an integer {allowed} (got {value!r})")
+            raise ValueError(f"{where} must be an integer {allowed} (got {shown(value)})")
         return int(value)
 
 
@@ -137,13 +139,13 @@ class Real(Field):
 
     def load(self, value, opt, where):
         if not _is_real(value):
-            raise ValueError(f"{where} must be a real number (got {type(value).__name__}: {value!r})")
+            raise ValueError(f"{where} must be a real number (got {type(value).__name__}: {shown(value)})")
         value = float(value)
         if not (np.isfinite(value) or (self.allow_posinf and value == np.inf)):
             allowed = "finite or +inf" if self.allow_posinf else "finite"
-            raise ValueError(f"{where} must be {allowed} (got {value!r})")
+            raise ValueError(f"{where} must be {allowed} (got {shown(value)})")
         if self.positive and not value > 0:
-            raise ValueError(f"{where} must be > 0 (got {value!r})")
+            raise ValueError(f"{where} must be > 0 (got {shown(value)})")
         return value
 
 
@@ -180,9 +182,10 @@ class Array(Field):
             raise ValueError(f"{where} must have dtype float64 (got {value.dtype})")
         expected = tuple(self.shape(opt))
         if value.ndim != len(expected) or any(e is not None and s != e for s, e in zip(value.shape, expected)):
-            shown = ("(" + ", ".join("any" if e is None else str(e) for e in expected)
-                     + ("," if len(expected) == 1 else "") + ")")
-            raise ValueError(f"{where} must have shape {shown} for this optimizer (d = {opt.dim}); got {value.shape}")
+            expected_shape = ("(" + ", ".join("any" if e is None else str(e) for e in expected)
+                              + ("," if len(expected) == 1 else "") + ")")
+            raise ValueError(f"{where} must have shape {expected_shape} for this optimizer (d = {opt.dim}); "
+                             f"got {value.shape}")
         if not self.integer and self.finite:
             no_nan_only = self.finite == "no_nan"
             bad = np.isnan(value) if no_nan_only else ~np.isfinite(value)
@@ -190,9 +193,9 @@ class Array(Field):
                 raise ValueError(f"{where} must be {'free of NaN' if no_nan_only else 'finite'}; "
                                  f"offending entries at {np.argwhere(bad)[:5].tolist()}")
         if self.positive and not np.all(value > 0):
-            raise ValueError(f"{where} must be > 0 everywhere (min {value.min()!r})")
+            raise ValueError(f"{where} must be > 0 everywhere (min {shown(value.min())})")
         if self.minimum is not None and value.size and value.min() < self.minimum:
-            raise ValueError(f"{where} must be >= {self.minimum} everywhere (min {value.min()!r})")
+            raise ValueError(f"{where} must be >= {self.minimum} everywhere (min {shown(value.min())})")
         if self.integer:
             converted = value.astype(np.int64)
             if not np.array_equal(converted, value):
@@ -220,10 +223,10 @@ class Stats(Field):
                 out[key] = to_data(v, at)
             elif _is_int(fresh):
                 if not _is_int(v) or v < 0:
-                    raise ValueError(f"{at} must be an integer >= 0 (got {v!r})")
+                    raise ValueError(f"{at} must be an integer >= 0 (got {shown(v)})")
                 out[key] = int(v)
             else:
                 if not _is_real(v):
-                    raise ValueError(f"{at} must be a real number (got {type(v).__name__}: {v!r})")
+                    raise ValueError(f"{at} must be a real number (got {type(v).__name__}: {shown(v)})")
                 out[key] = v
         return out

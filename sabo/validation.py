@@ -5,31 +5,62 @@ received, in the style of scikit-learn's parameter validation.
 """
 from __future__ import annotations
 
+import difflib
 import numbers
 
 import numpy as np
+
+#: Arrays up to this many entries are shown in full in messages; larger ones by their shape.
+SHOWN_ARRAY_ENTRIES = 10
+
+
+def shown(value) -> str:
+    """``repr(value)`` for a message, with NumPy scalars and small arrays as the Python numbers and lists they hold.
+
+    NumPy 2 writes ``repr(np.float64(0.0))`` as ``np.float64(0.0)``; a user who passed a NumPy
+    scalar wants to read ``0.0``."""
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    if isinstance(value, np.ndarray):
+        if value.size > SHOWN_ARRAY_ENTRIES:
+            return f"an array of shape {value.shape}"
+        return repr(value.tolist())
+    return repr(value)
+
+
+def did_you_mean(word: str, choices, *, suffix: str = "") -> str:
+    """``" (did you mean 'x'?)"`` for the ``choices`` closest to ``word`` ignoring case, or ``""`` if none is close.
+
+    Close means difflib's similarity ratio >= 0.6 between the lower-cased strings (``difflib.get_close_matches``,
+    at most 3, best first); lower-casing first makes a wrong case (``"SABO"`` for ``"sabo"``) an exact match.
+    ``suffix`` is appended to each suggestion shown."""
+    by_lower: dict[str, str] = {}
+    for choice in choices:
+        by_lower.setdefault(choice.lower(), choice)
+    matches = [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=3)]
+    return f" (did you mean {' or '.join(repr(m + suffix) for m in matches)}?)" if matches else ""
 
 
 def check_positive(name: str, value, *, allow_zero: bool = False) -> float:
     """Return ``value`` as float after checking it is a finite number > 0 (or >= 0)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number (got {value!r})")
+        raise ValueError(f"{name} must be a finite real number (got {shown(value)})")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {bound} (got {value!r})")
+        raise ValueError(f"{name} must be {bound} (got {shown(value)})")
     return float(value)
 
 
 def check_in_interval(name: str, value, low: float, high: float, *, closed: str = "neither") -> float:
     """Check ``low < value < high``; ``closed`` in {"neither", "left", "right", "both"}."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number (got {value!r})")
+        raise ValueError(f"{name} must be a finite real number (got {shown(value)})")
     left_ok = value >= low if closed in ("left", "both") else value > low
     right_ok = value <= high if closed in ("right", "both") else value < high
     if not (left_ok and right_ok):
         lb = "[" if closed in ("left", "both") else "("
         rb = "]" if closed in ("right", "both") else ")"
-        raise ValueError(f"{name} must lie in {lb}{low}, {high}{rb} (got {value!r})")
+        raise ValueError(f"{name} must lie in {lb}{low}, {high}{rb} (got {shown(value)})")
     return float(value)
 
 
@@ -37,16 +68,16 @@ def check_int(name: str, value, *, minimum: int, maximum: int | None = None) -> 
     """Check ``value`` is an integer (not bool) with ``minimum <= value`` (``<= maximum`` if given)."""
     allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer {allowed} (got {value!r})")
+        raise ValueError(f"{name} must be an integer {allowed} (got {shown(value)})")
     if value < minimum or (maximum is not None and value > maximum):
-        raise ValueError(f"{name} must be an integer {allowed} (got {value!r})")
+        raise ValueError(f"{name} must be an integer {allowed} (got {shown(value)})")
     return int(value)
 
 
 def check_choice(name: str, value, choices) -> str:
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed} (got {value!r})")
+        raise ValueError(f"{name} must be one of {allowed} (got {shown(value)})")
     return value
 
 
@@ -74,7 +105,7 @@ def as_real_array(name: str, value) -> np.ndarray:
             if item is None:  # NumPy reads it as NaN, which the finiteness checks then report
                 continue
             if isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Real):
-                raise ValueError(f"{name} must contain real numbers only (got an element {item!r} "
+                raise ValueError(f"{name} must contain real numbers only (got an element {shown(item)} "
                                  f"of type {type(item).__name__})")
     elif kind not in "iuf":
         what = _DTYPE_WORDS.get(kind, f"dtype {raw.dtype}")
@@ -107,8 +138,10 @@ def check_sigma0(sigma0, dim: int) -> np.ndarray:
         arr = np.full(dim, float(arr))
     if arr.shape != (dim,):
         raise ValueError(f"sigma0 must be a scalar or an array of shape ({dim},) (got shape {arr.shape})")
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"sigma0 must be finite and > 0 in every coordinate (got min {arr.min()!r})")
+    bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))
+    if bad.size:
+        raise ValueError(f"sigma0 must be finite and > 0 in every coordinate; entries at indices {bad[:10].tolist()} "
+                         f"are {arr[bad[:10]].tolist()}")
     return arr
 
 
@@ -117,5 +150,5 @@ def check_seed(seed) -> int:
     if seed is None:
         return int(np.random.SeedSequence().entropy)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None (got {seed!r})")
+        raise ValueError(f"seed must be a non-negative integer or None (got {shown(seed)})")
     return int(seed)
