@@ -1,7 +1,7 @@
 """Sensitivity of SABO to its KL radius rho (and step size beta) against d and N, INGO as the reference.
 
-    python benchmarks/rho_sensitivity.py              # full grid, 2508 runs: ~13 CPU-minutes
-    python benchmarks/rho_sensitivity.py --quick      # 126 runs: ~1 min with 2 workers
+    python benchmarks/rho_sensitivity.py              # full grid, 2508 runs: ~13 CPU-minutes; writes results/
+    python benchmarks/rho_sensitivity.py --quick      # 126 runs: ~1 min with 2 workers; writes results/quick/
     python benchmarks/rho_sensitivity.py --reanalyse  # tables and figure again from the stored records
 
 (The full grid took 33 min of wall time with 2 workers on 2 cores shared with about 12 other
@@ -43,7 +43,12 @@ largest c of the grid at which (as at every smaller c) the safeguard never fires
 every case at the library's default beta = 0.1 keeps pace (:func:`rule_analysis`).
 
 Writes ``--json`` (records, cells, the rule analysis), ``--markdown`` (tables) and
-``--figure``.{png,svg}. Warnings the optimizers raise are counted per record, not shown.
+``--figure``.{png,svg}, by default ``<out>/rho_sensitivity.{json,md}`` and
+``<out>/figures/rho_sensitivity.{png,svg}`` with ``--out`` = ``results`` for the full grid (the files
+README.md cites), ``results/quick`` for ``--quick`` and ``results/custom`` for any other grid or budget.
+A reduced run (any but the full grid with the default budget) refuses to replace the full grid's
+results (:func:`replacement_refusal`) unless ``--force``. Warnings the optimizers raise are counted
+per record, not shown.
 """
 from __future__ import annotations
 
@@ -55,6 +60,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
@@ -71,6 +77,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's packages, not whichever one is 
 
 import sabo  # noqa: E402
 from baselines.ingo import INGO  # noqa: E402
+from replication.arguments import ArgumentParser, directory, int_at_least, positive_int, seed_int  # noqa: E402
 from replication.synthetic.functions import ellipsoid, levy  # noqa: E402
 from sabo.gaussian_search import ingo_default_popsize  # noqa: E402
 
@@ -541,57 +548,183 @@ def git_commit() -> str:
 
 
 # ------------------------------------------------------------------------------------------ cli
+DEFAULT_BUDGET = {"ingo_iters": 1000, "evals_per_dim": 50.0, "checkpoints": 10}
+REPORT_NAME = "rho_sensitivity"
+
+
+def outputs_in(out: Path) -> dict[str, Path]:
+    """The files a run writes to the directory ``out``: ``<out>/rho_sensitivity.{json,md}`` and
+    ``<out>/figures/rho_sensitivity`` (the figure's path without suffix: .png and .svg)."""
+    return {"json": out / f"{REPORT_NAME}.json", "markdown": out / f"{REPORT_NAME}.md",
+            "figure": out / "figures" / REPORT_NAME}
+
+
+def committed_outputs() -> list[Path]:
+    """The full grid's files that README.md cites (under ``results/``): only a full-grid run replaces them."""
+    paths = outputs_in(ROOT / "results")
+    return [paths["json"], paths["markdown"], paths["figure"].with_suffix(".png"), paths["figure"].with_suffix(".svg")]
+
+
+def _float_type(rule: str, accept):
+    """An argparse type: a finite float for which ``accept(value)`` holds, else a one-line refusal."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})") from None
+        if not (math.isfinite(value) and accept(value)):
+            raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})")
+        return value
+    return parse
+
+
+positive_float = _float_type("a finite number > 0", lambda v: v > 0)
+non_negative_float = _float_type("a finite number >= 0", lambda v: v >= 0)
+tolerance_float = _float_type("a number in (0, 1]", lambda v: 0 < v <= 1)
+
+
+def popsize_rule(text: str) -> str:
+    """``--popsizes``: 'default' or an integer >= 2 (kept as text: the records name the rule)."""
+    if text == "default":
+        return text
+    try:
+        return str(int_at_least(2)(text))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be 'default' or an integer >= 2 (got {text!r})") from None
+
+
+def workers_int(text: str) -> int:
+    """``--workers``: an integer from 1 to the machine's CPU count."""
+    cpus = os.cpu_count() or 1
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= cpus:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {cpus}, this machine's CPU count "
+                                         f"(got {text!r})")
+    return value
+
+
+def is_default_budget(args) -> bool:
+    return {k: getattr(args, k) for k in DEFAULT_BUDGET} == DEFAULT_BUDGET
+
+
+def grid_name_of(args) -> str:
+    """``full`` or ``quick`` for those grids with the default budget, else ``custom``."""
+    if any(getattr(args, k) is not None for k in GRID_KEYS) or not is_default_budget(args):
+        return "custom"
+    return "quick" if args.quick else "full"
+
+
+def stored_results(path: Path) -> dict | None:
+    """The results JSON at ``path`` (``meta`` and ``records`` at least), or None where there is none
+    (or it is unreadable, or not such a file)."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(stored, dict) and isinstance(stored.get("meta"), dict) and isinstance(stored.get("records"), list)
+    return stored if ok else None
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working directory where it lies below it (for messages)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(Path.cwd().resolve())) if path.is_relative_to(Path.cwd().resolve()) else str(path)
+
+
+def replacement_refusal(args, grid_name: str, runs: int) -> str | None:
+    """Why this run must not write its outputs (one line), or None.
+
+    Only the full grid (with the default budget) replaces the full grid's results: a reduced run is
+    refused, unless ``--force``, where it would write over one of the committed files README.md cites
+    (``results/rho_sensitivity.{json,md}``, ``results/figures/rho_sensitivity.{png,svg}``), or over a
+    JSON (at any path) that holds a full-grid run.
+    """
+    if args.force or grid_name == "full":
+        return None
+    outputs = [args.json, args.markdown, args.figure.with_suffix(".png"), args.figure.with_suffix(".svg")]
+    committed = {p.resolve() for p in committed_outputs()}
+    over = [p for p in outputs if p.exists() and p.resolve() in committed]
+    existing = stored_results(args.json) if args.json.is_file() else None
+    if existing is not None and existing["meta"].get("grid_name") == "full":
+        refused, what = args.json, f"{shown(args.json)} holds the full grid ({existing['meta'].get('runs', '?')} runs)"
+    elif over:
+        refused, what = over[0], f"{shown(over[0])} is the full grid's result that README.md cites"
+    else:
+        return None
+    elsewhere = outputs_in(ROOT / "results" / grid_name)
+    there = {elsewhere["json"], elsewhere["markdown"], *(elsewhere["figure"].with_suffix(s) for s in (".png", ".svg"))}
+    where = ("another --out" if refused.resolve() in {p.resolve() for p in there}
+             else f"`--out {shown(ROOT / 'results' / grid_name)}`")
+    return (f"{what}; not replaced by this {grid_name} grid ({runs} runs): write it elsewhere with {where}, "
+            "or use --force")
+
+
 def parse(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the small grid instead of the full one")
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="the small grid instead of the full one (written to results/quick/ by default)")
     grid_opts = ap.add_argument_group("grid (each option replaces that axis in every block of the grid)")
-    grid_opts.add_argument("--dims", type=int, nargs="+")
-    grid_opts.add_argument("--rhos", type=float, nargs="*", help="absolute rho values")
-    grid_opts.add_argument("--rho-scales", type=float, nargs="*", help="c of rho = c sqrt(d)")
-    grid_opts.add_argument("--lrs", type=float, nargs="+")
-    grid_opts.add_argument("--popsizes", nargs="+", help="'default' or integers >= 2")
+    grid_opts.add_argument("--dims", type=int_at_least(2), nargs="+")
+    grid_opts.add_argument("--rhos", type=positive_float, nargs="*", help="absolute rho values")
+    grid_opts.add_argument("--rho-scales", type=positive_float, nargs="*", help="c of rho = c sqrt(d)")
+    grid_opts.add_argument("--lrs", type=positive_float, nargs="+")
+    grid_opts.add_argument("--popsizes", type=popsize_rule, nargs="+", help="'default' or integers >= 2")
     grid_opts.add_argument("--functions", nargs="+", choices=sorted(FUNCTIONS))
-    grid_opts.add_argument("--seeds", type=int, nargs="+")
-    ap.add_argument("--ingo-iters", type=int, default=1000,
+    grid_opts.add_argument("--seeds", type=seed_int, nargs="+")
+    ap.add_argument("--ingo-iters", type=positive_int, default=DEFAULT_BUDGET["ingo_iters"],
                     help="budget: T = max(this, --evals-per-dim x d / N) INGO iterations = T N evaluations")
-    ap.add_argument("--evals-per-dim", type=float, default=50.0)
-    ap.add_argument("--checkpoints", type=int, default=10, help="f(mean) recorded at this many evaluation counts")
-    ap.add_argument("--tolerance", type=float, default=PROGRESS_TOLERANCE,
+    ap.add_argument("--evals-per-dim", type=non_negative_float, default=DEFAULT_BUDGET["evals_per_dim"])
+    ap.add_argument("--checkpoints", type=int_at_least(2), default=DEFAULT_BUDGET["checkpoints"],
+                    help="f(mean) recorded at this many evaluation counts (even)")
+    ap.add_argument("--tolerance", type=tolerance_float, default=PROGRESS_TOLERANCE,
                     help="share of INGO's per-iteration progress a case must keep")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=workers_int, default=min(2, os.cpu_count() or 1),
+                    help="worker processes, 1 to the CPU count (default: %(default)s)")
     ap.add_argument("--reanalyse", action="store_true",
                     help="no runs: rebuild cells, tables and figure from the records already in --json")
-    ap.add_argument("--json", type=Path, default=ROOT / "results" / "rho_sensitivity.json")
-    ap.add_argument("--markdown", type=Path, default=ROOT / "results" / "rho_sensitivity.md")
-    ap.add_argument("--figure", type=Path, default=ROOT / "results" / "figures" / "rho_sensitivity",
-                    help="path without suffix; .png and .svg are written")
+    ap.add_argument("--out", type=directory, default=None,
+                    help="output directory: <out>/rho_sensitivity.{json,md}, <out>/figures/rho_sensitivity.{png,svg} "
+                         "(default: results for the full grid, results/quick for --quick, results/custom for any "
+                         "other grid or budget)")
+    ap.add_argument("--json", type=Path, help="the records, cells and rules (default: in --out)")
+    ap.add_argument("--markdown", type=Path, help="the tables (default: in --out)")
+    ap.add_argument("--figure", type=Path, help="path without suffix; .png and .svg are written (default: in --out)")
+    ap.add_argument("--force", action="store_true",
+                    help="replace the full grid's results (README.md's evidence) with those of a reduced grid")
     args = ap.parse_args(argv)
     args.blocks = []
     for block in QUICK if args.quick else FULL:
         block = {**block, **{k: getattr(args, k) for k in GRID_KEYS if getattr(args, k) is not None}}
         if block not in args.blocks:  # overriding the axes that tell blocks apart merges them
             args.blocks.append(block)
-    args.grid_name = ("quick" if args.quick else "full") if all(getattr(args, k) is None for k in GRID_KEYS) \
-        else "custom"
+    args.grid_name = grid_name_of(args)
+    defaults = outputs_in(Path(args.out) if args.out is not None else
+                          ROOT / "results" if args.grid_name == "full" else ROOT / "results" / args.grid_name)
+    for key, path in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, path)
     for block in args.blocks:
-        for pop in block["popsizes"]:
-            if pop != "default" and not (pop.isdigit() and int(pop) >= 2):
-                ap.error(f"--popsizes: {pop!r} is neither 'default' nor an integer >= 2")
         if not block["rhos"] and not block["rho_scales"]:
             ap.error("--rhos and --rho-scales are both empty: no SABO run")
-        if any(v <= 0 for v in [*block["rhos"], *block["rho_scales"], *block["lrs"]]):
-            ap.error("--rhos, --rho-scales and --lrs take numbers > 0")
-        if any(d < 2 for d in block["dims"]):
-            ap.error("--dims take integers >= 2")
-    if args.checkpoints < 2 or args.checkpoints % 2:
+    if args.checkpoints % 2:
         ap.error(f"--checkpoints must be even and >= 2 (got {args.checkpoints}): E/2 must be a checkpoint")
-    if args.ingo_iters < 2 * args.checkpoints or args.evals_per_dim < 0:
-        ap.error(f"--ingo-iters must be >= 2 x --checkpoints = {2 * args.checkpoints} (got {args.ingo_iters}) "
-                 f"and --evals-per-dim >= 0 (got {args.evals_per_dim})")
-    if not 0 < args.tolerance <= 1:
-        ap.error(f"--tolerance must be in (0, 1] (got {args.tolerance})")
-    if not 1 <= args.workers <= 2:
-        ap.error(f"--workers must be 1 or 2 (got {args.workers}): the machine has 2 shared cores")
+    if args.ingo_iters < 2 * args.checkpoints:
+        ap.error(f"--ingo-iters must be >= 2 x --checkpoints = {2 * args.checkpoints} (got {args.ingo_iters})")
+    if args.reanalyse:
+        args.stored = stored_results(args.json) if args.json.is_file() else None
+        if args.stored is None:
+            ap.error(f"--reanalyse: no results JSON with records at {shown(args.json)} (give it with --json or --out)")
+        grid_name = args.stored["meta"].get("grid_name", "custom")
+        runs = len(args.stored["records"])
+    else:
+        budget = {k: getattr(args, k) for k in DEFAULT_BUDGET}
+        grid_name, runs = args.grid_name, len(grid(args.blocks, budget))
+    refusal = replacement_refusal(args, grid_name, runs)
+    if refusal:
+        ap.error(refusal)
     return args
 
 
@@ -637,8 +770,7 @@ def main(argv=None) -> dict:
     args = parse(argv)
     args.argv = argv
     if args.reanalyse:
-        stored = json.loads(args.json.read_text())
-        records, meta = stored["records"], stored["meta"]
+        records, meta = args.stored["records"], args.stored["meta"]
         meta["reanalysed"] = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                               "commit": git_commit()}
     else:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import warnings
+import zlib
 from pathlib import Path
 
 import matplotlib
@@ -42,7 +43,13 @@ METHOD_STYLE = {
     "gibo": ("GIBO", "GIBO", OKABE_ITO["yellow"], "h", (0, (2, 2, 6, 2))),
     "zero_shot": ("Zero-shot", "Zero-shot", OKABE_ITO["grey"], "x", ":"),
 }
-_FALLBACK_MARKERS = ("p", "<", ">", "d", "H", "8")
+#: colours of methods without an entry (a plug-in's): none is close to a colour of METHOD_STYLE (at least
+#: 0.29 apart in RGB, in [0, 1]^3; matplotlib's default C0 is 0.12 from INGO's blue), nor to one another
+#: (at least 0.32): Paul Tol's indigo, wine, olive, teal, green, then brown, lavender and magenta
+FALLBACK_COLORS = ("#332288", "#882255", "#999933", "#44AA99", "#117733", "#8C510A", "#AA99FF", "#E000E0")
+#: markers of methods without an entry, none of them one of METHOD_STYLE's
+FALLBACK_MARKERS = ("p", "<", ">", "d", "H", "8", "+", "1")
+_fallback_slots: dict[str, int] = {}  # method without an entry -> its slot, fixed at its first request
 
 
 def method_label(method: str) -> str:
@@ -61,13 +68,27 @@ def grid_text(grid: dict | None) -> str:
 def style(method: str) -> dict:
     """Keyword arguments of ``Axes.plot`` for ``method``: mathtext label, colour, marker, line style.
 
-    A method without an entry (e.g. one a user registered) gets matplotlib's next colour and a
-    marker chosen from its name, so it is still distinguishable."""
+    A method without an entry (e.g. one a user registered) gets a colour of :data:`FALLBACK_COLORS`
+    and a marker of :data:`FALLBACK_MARKERS`, so it is still distinguishable from the known methods
+    and from other such methods (:func:`_fallback_slot`)."""
     if method in METHOD_STYLE:
         _, tex, color, marker, ls = METHOD_STYLE[method]
         return {"label": tex, "color": color, "marker": marker, "linestyle": ls}
-    marker = _FALLBACK_MARKERS[sum(map(ord, method)) % len(_FALLBACK_MARKERS)]
-    return {"label": method, "marker": marker, "linestyle": "-"}
+    slot, n = _fallback_slot(method), len(FALLBACK_COLORS)
+    return {"label": method, "color": FALLBACK_COLORS[slot % n], "marker": FALLBACK_MARKERS[(slot + slot // n) % n],
+            "linestyle": "-"}
+
+
+def _fallback_slot(method: str) -> int:
+    """The style slot of a method without an entry, the same for the process's lifetime: the slot its
+    name's CRC-32 points to, or the next free one if another such method took that slot first (so up
+    to len(FALLBACK_COLORS) of them get distinct colours and markers; beyond that, distinct pairs)."""
+    if method not in _fallback_slots:
+        n, taken = len(FALLBACK_COLORS), set(_fallback_slots.values())
+        start = zlib.crc32(method.encode()) % n
+        free = [slot for slot in ((start + i) % n for i in range(n)) if slot not in taken]
+        _fallback_slots[method] = free[0] if free else len(_fallback_slots)
+    return _fallback_slots[method]
 
 
 def median_band(ax, curves: list[tuple[np.ndarray, np.ndarray]], method: str, *, markers: int = 8) -> None:

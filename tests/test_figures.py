@@ -3,6 +3,7 @@ colour-blind-safe styles, and a vector copy written deterministically."""
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
 
 from replication import figures
 
@@ -58,3 +59,32 @@ def test_one_shared_legend_below_the_panels_and_a_deterministic_vector_copy(tmp_
     assert all(legend_top <= ax.get_window_extent(renderer).y0 for ax in fig.axes)  # below every panel
     _, svg2 = figures.save(draw(), tmp_path / "b.png")
     assert svg.read_bytes() == svg2.read_bytes() and png.read_bytes() == (tmp_path / "b.png").read_bytes()
+
+
+def rgb_distance(a, b) -> float:
+    return float(np.linalg.norm(np.subtract(to_rgb(a), to_rgb(b))))
+
+
+def test_a_method_without_an_entry_is_drawn_far_from_every_other_colour_and_marker(monkeypatch):
+    """A plug-in's curve is not matplotlib's next colour (C0 is 0.12 from INGO's blue): its colour is
+    at least 0.25 from every known method's and from other plug-ins' (RGB in [0, 1]), its marker is
+    its own, and both stay the same for the same name."""
+    monkeypatch.setattr(figures, "_fallback_slots", {}, raising=False)  # the slots of this test's names only
+    known = [figures.style(m) for m in figures.METHOD_STYLE]
+    unknown = ["my_method", "plugin_a", "plugin_b", "u", "v", "w", "x", "y"]  # 3 of them share a CRC-32 slot
+    fig, ax = plt.subplots()
+    for m in unknown:
+        figures.median_band(ax, [(X, X ** -1.0)], m)
+    drawn = dict(zip(unknown, (line.get_color() for line in ax.get_lines())))
+    markers = {m: line.get_marker() for m, line in zip(unknown, ax.get_lines())}
+    plt.close(fig)
+    for m in unknown:
+        assert min(rgb_distance(drawn[m], k["color"]) for k in known) >= 0.25, m
+        assert markers[m] not in {k["marker"] for k in known}, m
+        assert figures.style(m) == figures.style(m) and figures.style(m)["color"] == drawn[m]
+    for i, a in enumerate(unknown):
+        for b in unknown[i + 1:]:
+            assert rgb_distance(drawn[a], drawn[b]) >= 0.25, (a, b)
+            assert markers[a] != markers[b], (a, b)
+    ninth = figures.style("z")  # more plug-ins than colours: a colour again, with another marker
+    assert (ninth["color"], ninth["marker"]) not in {(drawn[m], markers[m]) for m in unknown}

@@ -1,5 +1,9 @@
 """benchmarks/rho_sensitivity.py: the perturbation it measures, and its output on a tiny grid (a few seconds)."""
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +12,8 @@ from helpers import benchmark_script
 import sabo
 from sabo.estimators import search_gradients, utilities
 from sabo.perturbation import closed_form_lambda
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "rho_sensitivity.py"
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +86,113 @@ def test_tiny_grid_output(bench, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--checkpoints", "3"], "--checkpoints must be even"),
-    (["--workers", "3"], "--workers must be 1 or 2"),
-    (["--popsizes", "1"], "--popsizes"),
+    (["--checkpoints", "0"], "argument --checkpoints: must be an integer >= 2"),
+    (["--workers", "0"], "argument --workers: must be an integer from 1 to"),
+    (["--workers", "two"], "argument --workers: must be an integer from 1 to"),
+    (["--popsizes", "1"], "argument --popsizes: must be 'default' or an integer >= 2"),
     (["--rhos", "--rho-scales"], "both empty"),
-    (["--lrs", "0"], "numbers > 0"),
+    (["--lrs", "0"], "argument --lrs: must be a finite number > 0"),
+    (["--lrs", "nan"], "argument --lrs: must be a finite number > 0 (got 'nan')"),
+    (["--rhos", "inf"], "argument --rhos: must be a finite number > 0"),
+    (["--rho-scales", "-0.1"], "argument --rho-scales: must be a finite number > 0"),
+    (["--seeds", "-1"], "argument --seeds: must be an integer >= 0 (got '-1')"),
+    (["--seeds", "1.5"], "argument --seeds: must be an integer >= 0"),
+    (["--dims", "1"], "argument --dims: must be an integer >= 2"),
+    (["--ingo-iters", "0"], "argument --ingo-iters: must be an integer >= 1"),
+    (["--ingo-iters", "10"], "--ingo-iters must be >= 2 x --checkpoints"),
+    (["--evals-per-dim", "nan"], "argument --evals-per-dim: must be a finite number >= 0"),
+    (["--tolerance", "1.5"], "argument --tolerance: must be a number in (0, 1]"),
 ])
-def test_bad_arguments_are_refused(bench, argv, message, capsys):
-    with pytest.raises(SystemExit):
+def test_bad_arguments_are_refused_in_one_line(bench, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:  # parse() writes nothing
         bench.parse(argv)
-    assert message in capsys.readouterr().err
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_workers_up_to_the_cpu_count(bench, monkeypatch, capsys):
+    """No cap for one machine: 1 to os.cpu_count() workers."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert bench.parse(["--workers", "8"]).workers == 8
+    with pytest.raises(SystemExit) as exit_:
+        bench.parse(["--workers", "9"])
+    assert exit_.value.code == 2
+    assert "argument --workers: must be an integer from 1 to 8" in capsys.readouterr().err
+
+
+TINY = ["--dims", "6", "--rhos", "0.01", "--rho-scales", "--lrs", "0.3", "--popsizes", "default", "--functions",
+        "sphere", "--seeds", "0", "--ingo-iters", "8", "--evals-per-dim", "0", "--checkpoints", "2", "--workers", "1"]
+
+
+def in_tmp(tmp_path) -> list[str]:
+    return ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"), "--figure", str(tmp_path / "r")]
+
+
+def run_script(argv, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("argv", [["--seeds", "-1"], ["--lrs", "nan"], ["--workers", str((os.cpu_count() or 1) + 1)]])
+def test_the_script_refuses_bad_numbers_in_one_line_without_a_traceback(argv, tmp_path):
+    # a tiny grid in tmp_path: even a script that accepted the argument would write nothing to results/
+    done = run_script([*TINY, *in_tmp(tmp_path), *argv], tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("rho_sensitivity.py: error: argument " + argv[0])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_outputs_quick_and_custom_runs_go_elsewhere(bench):
+    """The full grid writes the files README.md cites; --quick and any other grid or budget do not."""
+    results = bench.ROOT / "results"
+    full = bench.parse([])
+    assert (full.grid_name, full.json, full.markdown, full.figure) == (
+        "full", results / "rho_sensitivity.json", results / "rho_sensitivity.md",
+        results / "figures" / "rho_sensitivity")
+    quick = bench.parse(["--quick"])
+    assert (quick.grid_name, quick.json, quick.markdown, quick.figure) == (
+        "quick", results / "quick" / "rho_sensitivity.json", results / "quick" / "rho_sensitivity.md",
+        results / "quick" / "figures" / "rho_sensitivity")
+    for argv in (["--dims", "10"], ["--ingo-iters", "500"], ["--quick", "--seeds", "0"]):
+        custom = bench.parse(argv)
+        assert custom.grid_name == "custom" and custom.json == results / "custom" / "rho_sensitivity.json"
+    written = {p for a in (quick, custom) for p in (a.json, a.markdown, a.figure.with_suffix(".png"),
+                                                     a.figure.with_suffix(".svg"))}
+    assert written.isdisjoint(bench.committed_outputs()) and len(bench.committed_outputs()) == 4
+
+
+def test_a_reduced_run_does_not_replace_a_full_grid_json_unless_forced(tmp_path):
+    full = {"meta": {"grid_name": "full", "runs": 2508}, "rules": {}, "cells": [], "records": []}
+    stored = tmp_path / "rho_sensitivity.json"
+    stored.write_text(json.dumps(full))
+    before = stored.read_bytes()
+    paths = ["--json", str(stored), "--markdown", str(tmp_path / "r.md"), "--figure", str(tmp_path / "fig" / "r")]
+    done = run_script([*TINY, *paths], tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "holds the full grid (2508 runs); not replaced by this custom grid (2 runs)" in done.stderr
+    assert "--force" in done.stderr and done.stdout == ""
+    assert stored.read_bytes() == before and not (tmp_path / "r.md").exists() and not (tmp_path / "fig").exists()
+    done = run_script([*TINY, *paths, "--force"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(stored.read_text())["meta"]["grid_name"] == "custom" and (tmp_path / "r.md").exists()
+
+
+def test_a_reduced_run_does_not_write_over_the_committed_files(bench, monkeypatch, tmp_path, capsys):
+    """Whichever output points at one of README.md's files (here a stand-in results/ under tmp_path)."""
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    figure = tmp_path / "results" / "figures" / "rho_sensitivity"
+    figure.parent.mkdir(parents=True)
+    figure.with_suffix(".svg").write_text("<svg/>")
+    argv = ["--quick", "--json", str(tmp_path / "q.json"), "--markdown", str(tmp_path / "q.md"), "--figure"]
+    with pytest.raises(SystemExit) as exit_:
+        bench.parse([*argv, str(figure)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "rho_sensitivity.svg is the full grid's result that README.md cites" in err and err.count("\n") == 1
+    assert bench.parse([*argv, str(figure), "--force"]).force
+    assert bench.parse([*argv, str(tmp_path / "elsewhere")]).figure == tmp_path / "elsewhere"
+    with pytest.raises(SystemExit):  # and no full-grid JSON to reanalyse at the default path of --quick
+        bench.parse(["--quick", "--reanalyse"])
+    assert "--reanalyse: no results JSON with records at" in capsys.readouterr().err
