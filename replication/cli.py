@@ -36,8 +36,8 @@ import sabo
 from . import stopping
 from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
-from .errors import ResourceUnavailable, UsageError, one_line
-from .executors import EXECUTORS, default_workers, run_configs
+from .errors import ResourceUnavailable, RunFailed, UsageError, one_line
+from .executors import EXECUTORS, default_workers, one_thread, run_configs
 from .names import natural_order
 from .storage import quarantined_files
 from .studies import STUDIES, get_study, optional_hook
@@ -103,10 +103,11 @@ def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
     p.add_argument("--runs-dir", default="runs", type=directory,
                    help="where run records and checkpoints live (default: %(default)s)")
     if selection:
-        p.add_argument("--setting", nargs="+", help="only these settings (e.g. d200_N50)")
-        p.add_argument("--method", nargs="+", help="only these methods (sabo ingo bes cmaes mmes)")
-        p.add_argument("--function", nargs="+", help="only these problems (e.g. ellipsoid levy)")
-        p.add_argument("--seed", nargs="+", type=seed_int, help="only these seeds")
+        # "extend": `--method sabo --method ingo` selects both, as `--method sabo ingo` does
+        p.add_argument("--setting", nargs="+", action="extend", help="only these settings (e.g. d200_N50)")
+        p.add_argument("--method", nargs="+", action="extend", help="only these methods (sabo ingo bes cmaes mmes)")
+        p.add_argument("--function", nargs="+", action="extend", help="only these problems (e.g. ellipsoid levy)")
+        p.add_argument("--seed", nargs="+", action="extend", type=seed_int, help="only these seeds")
         p.add_argument("--hash", nargs="+", metavar="CONFIG_HASH",
                        help="only the runs with these config hashes (the first column of `sabo-bench list`)")
 
@@ -228,6 +229,15 @@ def make_logger(args, params: dict, later: str | None = None) -> SafeLogger | No
                       configs=get_study(args.study).configs(params))
 
 
+def make_runs_dir(args) -> None:
+    """``<runs-dir>/<study>``, or one line saying why it cannot be made (``/proc/x``, a read-only place)."""
+    path = Path(args.runs_dir, args.study)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--runs-dir {args.runs_dir!r}: cannot create {str(path)!r} ({exc.strerror or exc})") from None
+
+
 def cmd_run(args) -> int:
     params, configs = select(args)
     if not configs:
@@ -241,9 +251,9 @@ def cmd_run(args) -> int:
             print(f"profile {params[args.study]['profile']!r} of study {args.study!r} has no run matching the "
                   "selection: nothing to do")
             return 0
-        print(f"no run of profile {params[args.study]['profile']!r} of study {args.study!r} matches the selection "
-              "(--allow-empty makes that exit 0, e.g. for a pipeline stage)", file=sys.stderr)
-        return 1
+        raise UsageError(f"no run of profile {params[args.study]['profile']!r} of study {args.study!r} matches the "
+                         "selection (--allow-empty makes that exit 0, e.g. for a pipeline stage)")
+    make_runs_dir(args)
     logger = make_logger(args, params)
     workers = args.workers if args.workers is not None else default_workers(configs)
     records = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
@@ -259,12 +269,13 @@ def cmd_run_one(args) -> int:
     params, configs = select(args)
     if len(configs) != 1:
         labels = ", ".join(c.label for c in configs[:8])
-        print(f"the selection matches {len(configs)} runs ({labels}{', ...' if len(configs) > 8 else ''}); "
-              "narrow it with --setting/--function/--method/--seed, or --hash (`sabo-bench list`), to exactly one",
-              file=sys.stderr)
-        return 1
+        raise UsageError(f"the selection matches {len(configs)} runs ({labels}{', ...' if len(configs) > 8 else ''}); "
+                         "narrow it with --setting/--function/--method/--seed, or --hash (`sabo-bench list`), to "
+                         "exactly one")
     from tqdm.auto import tqdm
 
+    make_runs_dir(args)
+    one_thread()  # as in the executors' workers: the record does not depend on how it was run
     config = configs[0]
     # closed however execute ends, so that a stop's message starts on a line of its own
     with tqdm(total=config.budget.get("max_iter"), desc=config.label, unit="it", disable=args.quiet) as bar:
@@ -521,6 +532,10 @@ def main(argv=None) -> int:
     except ResourceUnavailable as exc:  # a missing model or data set: the message says how to supply it
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RunFailed as exc:  # a run raised: where, and that the rest stopped as on Ctrl-C
+        print(f"error: {exc}; the study stopped (other runs recorded or checkpointed): run the same command "
+              "again to retry", file=sys.stderr)
+        return 1
     except UsageError as exc:  # a bad argument or parameter file: one line per problem, no traceback
         for line in str(exc).splitlines() or ["(no message)"]:
             print(f"error: {line}", file=sys.stderr)

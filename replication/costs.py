@@ -10,9 +10,12 @@ registered optimizer is costed without touching any study.
 """
 from __future__ import annotations
 
+import inspect
+
 import baselines
 
 from .config import RunConfig, iterations
+from .errors import UsageError
 
 
 def optimizer_class(config: RunConfig) -> type:
@@ -38,7 +41,19 @@ def evaluations_per_iteration(cls: type, dim: int, popsize, params: dict) -> int
 
 
 def _popsize(cls: type, dim: int, popsize) -> int:
-    return cls.default_popsize(dim) if popsize is None else int(popsize)
+    """``popsize`` if given, else what the constructor uses without it: its own default where that is a
+    number (a plug-in's ``popsize=10``), else the class's ``default_popsize(dim)`` (the built-in
+    optimizers' ``popsize=None``)."""
+    if popsize is not None:
+        return int(popsize)
+    parameter = inspect.signature(cls).parameters.get("popsize")
+    if parameter is not None and isinstance(parameter.default, int) and not isinstance(parameter.default, bool):
+        return parameter.default
+    try:
+        return cls.default_popsize(dim)
+    except ValueError as exc:
+        raise UsageError(f"{exc}: its constructor has no numeric popsize default either; set popsize among the "
+                         f"method's parameters in params.yaml") from None
 
 
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:

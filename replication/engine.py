@@ -24,6 +24,11 @@
   refuses (``lr: -0.1``) is the user's mistake, not a result: a one-line
   :class:`~replication.errors.UsageError` before the run writes anything (its lock removed);
   the executors find it before a study's first run starts (:func:`check_parameters`).
+* A run that raises anything else (a bug in a plug-in optimizer, an objective that fails) stops
+  with :class:`~replication.errors.RunFailed`: one line naming the run, its method, the
+  exception and the line that raised it; the traceback is written to ``<hash>.error.txt`` next
+  to the record (deleted when the run later finishes), its checkpoint is kept, and nothing else
+  is written. Running it again retries it.
 * A problem with a ``final_evaluation(mean)`` method is evaluated once more at the end (e.g. a
   test set too large to score at every curve point); its dict is ``result["final_evaluation"]``.
 * Budget: ``{"max_iter": T}`` (T iterations) or ``{"max_evals": E}`` (whole iterations while the
@@ -53,6 +58,7 @@ import platform
 import shutil
 import subprocess
 import time
+import traceback
 import warnings
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -70,8 +76,16 @@ from . import stopping
 from .config import RunConfig, content_hash, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
-from .errors import PackageUnavailable, ResourceUnavailable, UsageError, one_line
-from .storage import quarantine, read_json, read_state, remove_stale_temporaries, write_json, write_state
+from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, UsageError, one_line
+from .storage import (
+    atomic_write_bytes,
+    quarantine,
+    read_json,
+    read_state,
+    remove_stale_temporaries,
+    write_json,
+    write_state,
+)
 from .studies import get_study
 
 RECORD_SCHEMA = 1
@@ -82,12 +96,21 @@ class RunBusy(Exception):
     """Another process holds the run's lock (raised only with ``wait_for_lock=False``)."""
 
 
+class _ProgressRaised(Exception):
+    """Carries an exception of ``execute``'s ``progress`` callback past the :class:`RunFailed` wrapping."""
+
+
 def record_path(runs_dir, config: RunConfig) -> Path:
     return Path(runs_dir) / config.study / config.setting / config.method / f"{config.hash}.json"
 
 
 def checkpoint_path(runs_dir, config: RunConfig) -> Path:
     return record_path(runs_dir, config).with_suffix(".ckpt")
+
+
+def error_path(runs_dir, config: RunConfig) -> Path:
+    """Where a failed run's traceback goes (:class:`~replication.errors.RunFailed`)."""
+    return record_path(runs_dir, config).with_suffix(".error.txt")
 
 
 def lock_path(runs_dir, config: RunConfig) -> Path:
@@ -214,7 +237,8 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
             checkpoint_every_iters: int | None = None, progress=None, wait_for_lock: bool = True) -> dict:
     """Run ``config`` to completion (or resume it) and return its record; see the module docstring.
 
-    ``progress``, if given, is called as ``progress(nit, max_iter)`` after every iteration.
+    ``progress``, if given, is called as ``progress(nit, max_iter)`` after every iteration; what it
+    raises reaches the caller as raised (anything else a run raises becomes :class:`RunFailed`).
     ``wait_for_lock=False`` raises :class:`RunBusy` instead of waiting while another process
     executes the same run.
     """
@@ -236,10 +260,26 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
             # trying it now fails the same way, and a lock file left behind would only clutter the directory
             lock.unlink(missing_ok=True)
             raise
+        except _ProgressRaised as wrapped:  # the caller's own exception, as raised
+            raise wrapped.__cause__ from None
+        except Exception as exc:
+            lock.unlink(missing_ok=True)
+            raise _failed(config, runs_dir, exc) from None
+        error_path(runs_dir, config).unlink(missing_ok=True)
         # Safe while holding it: the record exists now, and every process looks for the record
         # before it takes the lock, so no one needs this file any more.
         lock.unlink(missing_ok=True)
         return record
+
+
+def _failed(config: RunConfig, runs_dir, exc: Exception) -> RunFailed:
+    """``exc`` as :class:`RunFailed`, its traceback written to :func:`error_path`."""
+    path = error_path(runs_dir, config)
+    atomic_write_bytes(path, "".join(traceback.format_exception(exc)).encode())
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return RunFailed(f"run {config.label} (method {config.method!r}) failed: {type(exc).__name__}: "
+                     f"{one_line(exc, 300)} (at {frame.filename}:{frame.lineno} in {frame.name}); "
+                     f"the traceback is in {path}")
 
 
 def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress) -> dict:
@@ -261,11 +301,12 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
-        opt, max_iter, curve, stamps, elapsed, resumes, started = resumed
+        opt, max_iter, curve, stamps, elapsed, resumes, started, tally = resumed
     else:
         opt = _new_optimizer(config, optimizer, params, problem)
         max_iter = iterations(config.budget, opt.evals_per_iteration)
         curve, stamps, elapsed, resumes, started = Curve(max_iter), [], 0.0, 0, _now()
+        tally = _new_tally(opt)
     if files is not None:  # start afresh, leftovers removed
         ckpt.unlink(missing_ok=True)
         partial = files.with_name(files.name + ".partial")
@@ -275,7 +316,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         problem.attach_output(partial)
 
     def add_point():
-        curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(opt.mean))
+        curve.add(opt.nit, opt.nfev, opt.f_best, problem.metrics(_checked_mean(opt)))
         stamps.append(round(time.time(), 3))  # the wall time of each curve point, for MLflow
 
     if resumed is None:
@@ -288,7 +329,8 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
                            "optimizer": opt.state_dict(), "max_iter": max_iter, "curve": curve.state(),
                            "curve_time_unix_s": stamps,
                            "problem": problem.get_state(),
-                           "elapsed": elapsed + time.perf_counter() - t0, "resumes": resumes, "started": started})
+                           "elapsed": elapsed + time.perf_counter() - t0, "resumes": resumes, "started": started,
+                           "iteration": dict(tally)})
 
     max_evals = config.budget.get("max_evals")
 
@@ -306,7 +348,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         # would say (KL radius, safeguard counts, perturbation size)
         warnings.simplefilter("ignore", SettingsWarning)
         try:
-            mid_iteration = False
+            mid_iteration = tally["rounds"] > 0  # resumed between the rounds of an iteration
             while mid_iteration or within_budget():
                 if stopping.requested() is not None:
                     save_checkpoint()
@@ -314,13 +356,22 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
                 nit = opt.nit
                 X = opt.ask()
                 opt.tell(X, problem.objective(X))
+                tally["rounds"] += 1
+                if tally["rows"] is not None:
+                    tally["rows"] += len(X)
                 mid_iteration = opt.nit == nit
-                if mid_iteration:
-                    continue  # first round of a two-round (SABO) iteration
+                if mid_iteration:  # first round of a two-round (SABO) iteration
+                    _check_rounds(opt, tally["rounds"])
+                    continue
+                _check_rows(opt, tally)  # the budget and the record's evaluation counts rely on it
+                tally = _new_tally(opt)
                 if curve.due(opt.nit):
                     add_point()
                 if progress is not None:
-                    progress(opt.nit, max_iter)
+                    try:
+                        progress(opt.nit, max_iter)
+                    except Exception as exc:
+                        raise _ProgressRaised from exc
                 now = time.perf_counter()
                 if (now - last_save >= checkpoint_every_s
                         or (checkpoint_every_iters and opt.nit % checkpoint_every_iters == 0)):
@@ -338,7 +389,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         "final": curve.last(),
         "curve": curve.columns,
         "stats": jsonable(opt.stats),
-        **_final_evaluation(problem, opt.mean),
+        **_final_evaluation(problem, _checked_mean(opt)),
     }
     if files is not None:
         problem.close()  # flushes the problem's files
@@ -463,11 +514,85 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
                 and all(t is None or isinstance(t, float) for t in stamps)):
             raise ValueError("curve_time_unix_s must be a list of times, one per curve point")
         elapsed, resumes, started = float(state["elapsed"]), int(state["resumes"]) + 1, str(state["started"])
+        tally = _checked_tally(state.get("iteration"))
         problem.set_state(state["problem"])
     except Exception as exc:  # any defect of the file: recompute rather than stop the study
         quarantine(ckpt, f"{type(exc).__name__}: {exc}")
         return None
-    return opt, max_iter, curve, stamps, elapsed, resumes, started
+    return opt, max_iter, curve, stamps, elapsed, resumes, started, tally
+
+
+def checkpoint_progress(runs_dir, config: RunConfig) -> float:
+    """The fraction of ``config``'s iterations its checkpoint holds (at its last curve point), 0.0 without one.
+
+    For the progress bar's ETA only: nothing is changed, and a checkpoint that is unreadable or
+    holds another run counts as no progress (the run itself decides what to do with it).
+    """
+    ckpt = checkpoint_path(runs_dir, config)
+    if not ckpt.exists():
+        return 0.0
+    try:
+        state = read_state(ckpt)
+        if state.get("config_hash") != config.hash:
+            return 0.0
+        done, total = state["curve"]["columns"]["nit"][-1], state["max_iter"]
+        return min(max(float(done) / float(total), 0.0), 1.0) if total > 0 else 0.0
+    except Exception:  # any defect: no progress known
+        return 0.0
+
+
+def _checked_mean(opt) -> np.ndarray:
+    """``opt.mean``, which every metric is computed at: a finite float64 vector of the problem's dimension.
+
+    The suite's optimizers never hold a non-finite state (``_require_finite`` refuses the update, and the run
+    ends "diverged"); an optimizer that does breaks the protocol, and its run fails naming it."""
+    mean, name = opt.mean, type(opt).__name__
+    if not (isinstance(mean, np.ndarray) and mean.dtype == np.float64 and mean.shape == (opt.dim,)):
+        got = f"dtype {mean.dtype}, shape {mean.shape}" if isinstance(mean, np.ndarray) else type(mean).__name__
+        raise TypeError(f"{name}.mean must be a float64 array of shape ({opt.dim},); it is {got}")
+    if not np.all(np.isfinite(mean)):
+        raise ValueError(f"{name}.mean is not finite at iteration {opt.nit}: an update that makes the state non-finite "
+                         "must be refused (AskTellOptimizer._require_finite; the run then ends \"diverged\")")
+    return mean
+
+
+def _check_rounds(opt, rounds: int) -> None:
+    """An optimizer whose ``nit`` does not advance would loop forever: stop after its declared rounds."""
+    if rounds >= opt.rounds_per_iteration:
+        name = type(opt).__name__
+        raise RuntimeError(f"{name}.nit did not advance in {rounds} ask/tell round(s) (it stayed at {opt.nit}), though "
+                           f"one iteration takes {name}.rounds_per_iteration = {opt.rounds_per_iteration}: its _tell "
+                           "must add 1 to self._nit when an iteration completes")
+
+
+def _new_tally(opt) -> dict:
+    """The next iteration's count of ask/tell rounds and rows, and the rows its optimizer declares for it.
+
+    Kept in checkpoints: a run stopped between SABO's two rounds resumes mid-iteration."""
+    return {"rounds": 0, "rows": 0, "declared": int(opt.evals_per_iteration)}
+
+
+def _checked_tally(tally) -> dict:
+    """A checkpoint's :func:`_new_tally` count. A checkpoint written before it was kept resumes with the rows
+    unknown (None) until the iteration ends: that iteration's rows are not checked."""
+    if tally is None:
+        return {"rounds": 0, "rows": None, "declared": None}
+
+    def count(key):
+        return (type(tally[key]) is int and tally[key] >= 0) or (key != "rounds" and tally[key] is None)
+
+    if not (isinstance(tally, dict) and set(tally) == {"rounds", "rows", "declared"} and all(map(count, tally))):
+        raise ValueError(f"iteration must hold counts rounds, rows and declared (got {tally!r})")
+    return dict(tally)
+
+
+def _check_rows(opt, tally: dict) -> None:
+    """The rows an iteration evaluated are the ``evals_per_iteration`` its optimizer declared before it."""
+    if tally["rows"] is not None and tally["rows"] != tally["declared"]:
+        name = type(opt).__name__
+        raise RuntimeError(f"{name}'s asks returned {tally['rows']} rows in iteration {opt.nit}, but it declared "
+                           f"evals_per_iteration = {tally['declared']} (rounds_per_iteration x rows_per_ask): "
+                           "evaluation budgets and the record's evaluation counts rely on it")
 
 
 def _final_evaluation(problem, mean) -> dict:

@@ -30,3 +30,14 @@ class UsageError(Exception):
     must be ...``); the command line prints ``error: <message>`` and exits with status 2,
     without a traceback. A message may hold several lines, one per problem.
     """
+
+
+class RunFailed(Exception):
+    """A run raised an unexpected exception (a bug in an optimizer or problem, a machine's limit).
+
+    The message is one line: the run, its method, the exception and where it was raised; the
+    whole traceback is in the file it names. The study stops (running runs checkpoint, as on
+    Ctrl-C); the command line prints the line and exits with status 1, and running the same
+    command again retries the run. Built from the message alone, so it crosses process
+    boundaries (local workers, Ray) unchanged.
+    """

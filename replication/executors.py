@@ -13,8 +13,10 @@ resumes them, if it died).
 
 The progress bar counts work, not runs: it advances by each finished run's share of the summed
 cost estimates (``Study.cost``, :func:`cost_shares`), with runs done / total beside it. Its ETA
-therefore assumes that a run's time is proportional to its cost estimate; the estimate is a
-relative count of operations, not a measurement, so the ETA is only as good as that assumption.
+is not the bar's rate: :mod:`replication.eta` calibrates the cost estimates with the measured
+times of finished runs (per method and setting, earlier sessions' records included), counts
+what a resumed run's checkpoint has done, and schedules the runs left on the executor's
+workers; it shows once a run has finished.
 
 Stopping (:mod:`replication.stopping`): on Ctrl-C or SIGTERM queued runs are cancelled, running
 ones write a checkpoint at their next iteration boundary, and :class:`StopRequested` reaches
@@ -34,11 +36,13 @@ be installed on every node, and a worker that cannot import it stops the study w
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from tqdm.auto import tqdm
@@ -48,28 +52,63 @@ import baselines
 from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
-from .engine import RunBusy, check_parameters, execute, load_record
-from .errors import ResourceUnavailable, UsageError
+from .engine import RunBusy, check_parameters, checkpoint_progress, execute, load_record
+from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, UsageError
+from .eta import Eta
 from .studies import get_study, run_gpus
 
 EXECUTORS = ("local", "ray")
 STOP_GRACE_S = 20.0  # how long stopped workers get to write their checkpoint before they are killed
 BUSY = "busy"
-PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{elapsed}<{remaining}{postfix}]"
+PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{elapsed}{postfix}]"
+ETA_EVERY_S = 1.0  # the ETA schedules every run left: recomputed at most this often
+REPORT_EVERY_S = 2.0  # how often a running run reports its progress
+_reports = None  # in a local worker: the queue its runs report progress on
 
 
-def _init_worker(parent: int, devices) -> None:
-    """One GPU (if runs need one), one BLAS thread and one torch thread per worker; stop and parent handling."""
+class _Reporter:
+    """``execute``'s progress callback: ``send((key, seconds, fraction done, fraction left))`` at most every
+    :data:`REPORT_EVERY_S` seconds, counted from the first iteration this process completed of the run."""
+
+    def __init__(self, key: str, send):
+        self.key, self.send, self._first, self._last = key, send, None, -math.inf
+
+    def __call__(self, nit: int, max_iter: int) -> None:
+        now = time.monotonic()
+        if self._first is None:
+            self._first = (nit, now)
+        elif now - self._last >= REPORT_EVERY_S and max_iter > 0:
+            self._last = now
+            self.send((self.key, now - self._first[1], (nit - self._first[0]) / max_iter, 1 - nit / max_iter))
+
+
+def one_thread() -> None:
+    """One BLAS thread and one torch thread in this process, for every run it executes, whatever the executor.
+
+    Results then do not depend on ``--workers``: a multi-threaded BLAS sums in another order, and
+    image-study runs at d = 1000 computed in the main process (``--workers 1``, ``run-one``) ended
+    1e-15 to 1e-8 (relative) away from the same runs in a worker. And with a pool per worker on
+    every core, TuRBO-1's GP fits ran 3x, GIBO's acquisitions 11x slower on 2 cores.
+    """
     from threadpoolctl import threadpool_limits
 
+    threadpool_limits(1)
+    # threadpool_limits reaches only the libraries loaded now; torch, if it loads later (the BO
+    # baselines, the prompt study), sizes its intra-op pool from this variable
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def _init_worker(parent: int, devices, reports) -> None:
+    """One GPU (if runs need one), one BLAS thread and one torch thread per worker; stop and parent handling."""
+    global _reports
+    _reports = reports
     if devices is not None:
         pin(devices.get())
     stopping.worker_init(parent)
-    threadpool_limits(1)
-    # threadpool_limits reaches only the libraries loaded now; torch (imported later, by the BO
-    # baselines and the prompt study) sizes its intra-op pool from this variable when it loads. With
-    # a pool per worker on every core, TuRBO-1's GP fits ran 3x, GIBO's acquisitions 11x slower on 2 cores.
-    os.environ["OMP_NUM_THREADS"] = "1"
+    one_thread()
 
 
 def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_for_lock: bool, plugins=()):
@@ -80,10 +119,12 @@ def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_f
     plugins need nothing: their names load them)."""
     for spec in plugins:
         baselines.load_class(spec, allow=[spec.partition(":")[0]])  # allowed by the parent's params.yaml
+    config = RunConfig.from_dict(config_dict)
+    progress = None if _reports is None else _Reporter(config.hash, _reports.put)
     try:
         with stopping.task():
-            return execute(RunConfig.from_dict(config_dict), runs_dir, checkpoint_every_s=checkpoint_every_s,
-                           wait_for_lock=wait_for_lock)
+            return execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock,
+                           progress=progress)
     except RunBusy:
         return BUSY
     except stopping.StopRequested:
@@ -95,6 +136,7 @@ def _execute_ray(*args):
     would (Ray calls ``_thread.interrupt_main``), so with the stop handler installed for the task that is a
     stop request, as SIGTERM is for a local worker: the run checkpoints at its next iteration boundary and
     the task returns None. The handler and any request are reset when the task ends (Ray reuses workers)."""
+    one_thread()  # Ray sets OMP_NUM_THREADS to a task's CPUs; this makes it explicit, torch included
     with stopping.handle_signals():
         return _execute(*args)
 
@@ -106,6 +148,8 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
         raise ValueError(f"executor must be one of {EXECUTORS} (got {executor!r})")
     if workers < 1:
         raise ValueError(f"workers must be >= 1 (got {workers})")
+    if executor == "ray":
+        _import_ray()  # before anything runs
     records: dict[str, dict] = {}
     todo = []
     for config in configs:
@@ -121,38 +165,110 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))
     shares = cost_shares(configs)
     todo.sort(key=lambda c: -shares[c.hash])
-    runs_done = f"{len(records)}/{len(configs)} runs"
-    bar = tqdm(total=100.0, initial=sum(shares[h] for h in records), desc="runs", bar_format=PROGRESS_FORMAT,
-               postfix=runs_done, disable=not progress, dynamic_ncols=True)
-
-    def finished(record):
-        nonlocal runs_done
-        records[record["config_hash"]] = record
-        if on_record is not None:
-            on_record(record)
-        runs_done = f"{len(records)}/{len(configs)} runs"
-        bar.set_postfix_str(f"{runs_done}, last {RunConfig.from_dict(record['config']).label}", refresh=False)
-        # the shares' float sum may end a hair above 100, and tqdm then shows a negative ETA
-        bar.update(bar.total - bar.n if len(records) == len(configs) else min(shares[record["config_hash"]],
-                                                                               bar.total - bar.n))
-
+    tracker = _Progress(configs, records, todo, shares, runs_dir, on_record, enabled=progress)
     run = {"ray": _run_ray, "local": _run_serial if workers == 1 else _run_pool}[executor]
     try:
-        busy = run(todo, runs_dir, workers, finished, checkpoint_every_s, wait_for_lock=False) if todo else []
+        busy = run(todo, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=False) if todo else []
         if busy:  # held by another process: wait for it (or resume what it left)
-            bar.set_postfix_str(f"{runs_done}, waiting for {len(busy)} held by another process", refresh=True)
-            run(busy, runs_dir, workers, finished, checkpoint_every_s, wait_for_lock=True)
+            tracker.waiting(len(busy))
+            run(busy, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=True)
     finally:
-        bar.close()
+        tracker.close()
     return [records[c.hash] for c in configs]
+
+
+class _Progress:
+    """The progress bar: work done by cost share, runs done, and the ETA of :class:`~replication.eta.Eta`.
+
+    ``records``: the finished runs so far (updated here as runs end); their measured times
+    calibrate the ETA, those of earlier sessions included. The bar is redrawn with a fresh ETA
+    when a run ends or a running one reports its progress (:class:`_Reporter`), at most every
+    :data:`ETA_EVERY_S` seconds. Without a bar (``enabled=False``) no ETA is computed.
+    """
+
+    def __init__(self, configs, records, todo, shares, runs_dir, on_record, *, enabled: bool):
+        self.configs, self.records, self.shares, self.on_record = configs, records, shares, on_record
+        self.enabled = enabled
+        self._groups = {c.hash: _eta_groups(c) for c in configs}
+        self.eta = Eta([(c.hash, shares[c.hash], self._groups[c.hash],
+                         1.0 - checkpoint_progress(runs_dir, c) if enabled else 1.0) for c in todo])
+        for record in records.values():
+            self._observe(record)
+        self._last_label, self._eta_text, self._eta_at = None, "", -math.inf
+        self.bar = tqdm(total=100.0, initial=sum(shares[h] for h in records), desc="runs",
+                        bar_format=PROGRESS_FORMAT, disable=not enabled, dynamic_ncols=True)
+        self._show()
+
+    def begin(self, slots: int) -> None:
+        """The executor starts runs, ``slots`` at a time."""
+        self.eta.start(max(int(slots), 1), time.monotonic())
+        self._show()
+
+    def finished(self, record: dict) -> None:
+        key = record["config_hash"]
+        self.records[key] = record
+        if self.on_record is not None:
+            self.on_record(record)
+        self._observe(record)
+        self.eta.finished(key, time.monotonic())
+        self._last_label = RunConfig.from_dict(record["config"]).label
+        # the shares' float sum may end a hair above 100, and tqdm then shows a negative percentage left
+        done = len(self.records) == len(self.configs)
+        self._show(update=self.bar.total - self.bar.n if done else min(self.shares[key], self.bar.total - self.bar.n))
+
+    def progress(self, report) -> None:
+        """A running run's :class:`_Reporter` message."""
+        key, seconds, done, left = report
+        self.eta.progress(key, seconds, done, left, time.monotonic())
+        self.tick()
+
+    def tick(self) -> None:
+        """Redraw with a fresh ETA and elapsed time (at most every :data:`ETA_EVERY_S`)."""
+        if time.monotonic() - self._eta_at >= ETA_EVERY_S:
+            self._show()
+
+    def waiting(self, held: int) -> None:
+        self._show(note=f"waiting for {held} held by another process")
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def _observe(self, record: dict) -> None:
+        key = record["config_hash"]
+        if key in self.shares:
+            self.eta.observe(self._groups[key], self.shares[key], record["provenance"].get("wall_time_s") or 0.0)
+
+    def _show(self, update: float = 0.0, note: str | None = None) -> None:
+        now = time.monotonic()
+        if self.enabled and (now - self._eta_at >= ETA_EVERY_S or len(self.records) == len(self.configs)):
+            left = self.eta.seconds_left(now)
+            self._eta_text = "ETA: measuring" if left is None else f"ETA {_clock(left)}"
+            self._eta_at = now
+        parts = [self._eta_text, f"{len(self.records)}/{len(self.configs)} runs"]
+        parts.append(note or (f"last {self._last_label}" if self._last_label else None))
+        self.bar.set_postfix_str(", ".join(p for p in parts if p), refresh=not update)
+        if update:
+            self.bar.update(update)
+
+
+def _clock(seconds: float) -> str:
+    """``[H:]MM:SS``, as tqdm shows its elapsed time."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+def _eta_groups(config: RunConfig) -> tuple:
+    """The groups whose measured rates predict ``config``'s time, most specific first."""
+    return (config.study, config.method, config.setting), (config.study, config.method)
 
 
 def cost_shares(configs: list[RunConfig]) -> dict[str, float]:
     """Each run's share of the summed cost estimates of ``configs``, in percent, by config hash.
 
-    The progress bar advances by these shares (its ETA is then weighted by cost, see the module
-    docstring). Estimates are relative and of any scale (the prompt study's are ~1e13), hence the
-    normalisation; if they sum to zero every run counts the same.
+    The progress bar advances by these shares, and its ETA takes them as the costs it calibrates with
+    measured times (:mod:`replication.eta`). Estimates are relative and of any scale (the prompt
+    study's are ~1e13), hence the normalisation; if they sum to zero every run counts the same.
     """
     costs = {c.hash: max(float(get_study(c.study).cost(c)), 0.0) for c in configs}
     total = sum(costs.values())
@@ -161,11 +277,15 @@ def cost_shares(configs: list[RunConfig]) -> dict[str, float]:
     return {h: 100.0 * cost / total for h, cost in costs.items()}
 
 
-def _run_serial(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
+def _run_serial(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_lock):
     busy = []
+    one_thread()
+    tracker.begin(1)
     for config in todo:
         try:
-            finished(execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock))
+            record = execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock,
+                             progress=_Reporter(config.hash, tracker.progress))
+            tracker.finished(record)
         except RunBusy:
             busy.append(config)
     return busy
@@ -178,7 +298,7 @@ def default_workers(configs: list[RunConfig]) -> int:
     return 1
 
 
-def _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
+def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_lock):
     ctx = multiprocessing.get_context("spawn")
     devices = None
     gpus = visible_gpus() if any(run_gpus(c) for c in todo) else []
@@ -186,15 +306,21 @@ def _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for
         devices = ctx.SimpleQueue()
         for device in worker_devices(workers, gpus):
             devices.put(device)
+    reports = ctx.SimpleQueue()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(os.getpid(), devices))
+                               initargs=(os.getpid(), devices, reports))
     busy = []
+    tracker.begin(workers)
     try:
         plugins = baselines.imported_plugins()
         pending = {pool.submit(_execute, c.to_dict(), str(runs_dir), checkpoint_every_s, wait_for_lock, plugins): c
                    for c in todo}
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=ETA_EVERY_S, return_when=FIRST_COMPLETED)
+            while not reports.empty():
+                tracker.progress(reports.get())
+            if not done:
+                tracker.tick()
             for future in done:
                 config, outcome = pending.pop(future), future.result()
                 if outcome == BUSY:
@@ -202,7 +328,7 @@ def _run_pool(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for
                 elif outcome is None:  # a worker stopped on its own (SIGTERM sent to it directly)
                     raise stopping.StopRequested(signal.SIGTERM)
                 else:
-                    finished(outcome)
+                    tracker.finished(outcome)
     except BaseException:
         _stop_pool(pool)
         raise
@@ -247,14 +373,23 @@ def _ray_outcome(ray, ref):
         if isinstance(exc.cause, baselines.PluginError):
             raise ResourceUnavailable(f"a Ray worker cannot load an optimizer plugin: {exc.cause}; the module must be "
                                       "importable on every node (installed there, or on their PYTHONPATH)") from None
-        if isinstance(exc.cause, (UsageError, ResourceUnavailable)):  # one line each (replication.engine)
+        if isinstance(exc.cause, (UsageError, ResourceUnavailable, RunFailed)):  # one line each (replication.engine)
             raise exc.cause.with_traceback(None) from None
         raise
 
 
-def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_lock):
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise PackageUnavailable('--executor ray needs Ray: pip install -e ".[distributed]" (or use --executor '
+                                 'local)') from None
+    return ray
+
+
+def _run_ray(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_lock):
     """Ray: connects to ``RAY_ADDRESS`` if set, else starts a local instance with ``workers`` CPUs."""
-    import ray
+    ray = _import_ray()
 
     started_here = not ray.is_initialized()
     if started_here:
@@ -273,6 +408,8 @@ def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_
         if needed > available:
             raise ResourceUnavailable(f"runs of study {todo[0].study!r} need {needed} GPU(s) each, but the Ray "
                                       f"cluster has {available:g}; start Ray on GPU nodes (or set RAY_ADDRESS)")
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        tracker.begin(min(cpus, int(available // needed)) if needed else cpus)  # a task takes 1 CPU (+ its GPUs)
         plugins = baselines.imported_plugins()
         env = {"runtime_env": {"env_vars": {"PYTHONPATH": plugin_pythonpath(plugins)}}} if plugins else {}
         refs = {remote.options(num_gpus=run_gpus(c), **env).remote(c.to_dict(), str(os.path.abspath(runs_dir)),
@@ -286,7 +423,7 @@ def _run_ray(todo, runs_dir, workers, finished, checkpoint_every_s, *, wait_for_
                     if outcome == BUSY:
                         busy.append(config)
                     elif outcome is not None:
-                        finished(outcome)
+                        tracker.finished(outcome)
         except BaseException:
             for ref in refs:  # queued tasks are dropped; running ones are asked to stop (_execute_ray)
                 ray.cancel(ref)

@@ -218,7 +218,8 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
                 if known:
                     baselines.resolve(optimizer)  # a family member the family has
             except ValueError as exc:  # a plugin that cannot be loaded, a member the family lacks
-                raise at(where, value, str(exc), key=is_key) from None
+                # a key's message follows its name ("key 'x' <message>"): the error needs a verb of its own
+                raise at(where, value, f"cannot be used: {exc}" if is_key else str(exc), key=is_key) from None
             if not known and not is_key:
                 raise at(where, value, f"must be a registered optimizer ({registry})")
             if not known:
@@ -300,7 +301,9 @@ def load_plugins(raw, source: str) -> list[str]:
         try:
             baselines.load_class(spec, section.allow)
         except ValueError as exc:  # PluginError: import failed, not an optimizer class, name taken
-            lines.append(f"{source}: {PLUGINS}.optimizers[{i}] = {spec!r}: {exc}")
+            reason = str(exc)  # PluginError's messages about a spec start with the spec itself
+            shown = reason if reason.startswith(repr(spec)) else f"{spec!r}: {reason}"
+            lines.append(f"{source}: {PLUGINS}.optimizers[{i}] = {shown}")
     return lines
 
 

@@ -89,16 +89,16 @@ def test_extra_methods_run_their_own_budget_and_the_report_shows_them_where_they
 
 def test_run_one_refuses_an_ambiguous_selection(tmp_path, params, capsys):
     assert main(["run-one", "synthetic", "--params", params, "--runs-dir", str(tmp_path), "--method", "sabo",
-                 "--no-track"]) == 1
-    assert "matches 4 runs" in capsys.readouterr().err
+                 "--no-track"]) == 2
+    assert "error: the selection matches 4 runs" in capsys.readouterr().err
 
 
 def test_a_run_selecting_nothing_says_so_and_how_to_accept_it(tmp_path, params, capsys):
     runs = tmp_path / "runs"
     common = ["--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]
-    assert main(["run", "synthetic", *common, "--seed", "7"]) == 1
-    assert "no run of profile 'tiny' of study 'synthetic' matches the selection (--allow-empty makes that exit 0" in \
-        capsys.readouterr().err
+    assert main(["run", "synthetic", *common, "--seed", "7"]) == 2
+    assert ("error: no run of profile 'tiny' of study 'synthetic' matches the selection (--allow-empty makes that "
+            "exit 0") in capsys.readouterr().err
     assert not runs.exists()  # a refused command leaves nothing behind
     assert main(["run", "synthetic", *common, "--seed", "7", "--allow-empty"]) == 0
     assert (runs / "synthetic").is_dir()  # the pipeline stage's output
@@ -384,3 +384,59 @@ def test_a_stopped_command_says_what_it_left(command, said, monkeypatch, capsys)
     assert cli.main([command, "synthetic"]) == 130
     err = capsys.readouterr().err
     assert err.startswith("stopped by SIGINT: ") and said in err and err.count("\n") == 1
+
+
+def test_a_selection_option_given_twice_selects_both(params, capsys):
+    assert main(["list", "synthetic", "--params", params, "--method", "sabo", "--method", "ingo", "--seed", "0",
+                 "--seed", "1", "--summary"]) == 0
+    assert "8 pending" in capsys.readouterr().out  # not only the last --method's 4
+
+
+@pytest.mark.parametrize("runs_dir, why", [("/proc/x", "No such file or directory"),
+                                           ("/sys/kernel/x", "Operation not permitted")])
+def test_a_runs_directory_that_cannot_be_made_is_one_line(params, capsys, runs_dir, why):
+    if not Path(runs_dir).parent.is_dir():
+        pytest.skip(f"{Path(runs_dir).parent} is not a directory here")
+    for command in ("run", "run-one"):
+        assert main([command, "synthetic", "--params", params, "--runs-dir", runs_dir, "--method", "sabo",
+                     "--function", "levy", "--seed", "0", "--no-track", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --runs-dir '{runs_dir}': cannot create '{runs_dir}/synthetic' (") and \
+            err.count("\n") == 1, err
+
+
+def test_ray_not_installed_is_one_line_before_anything_runs(tmp_path, params, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(tmp_path / "runs"), "--executor", "ray",
+                 "--no-track", "--quiet"]) == 2
+    assert capsys.readouterr().err == ('error: --executor ray needs Ray: pip install -e ".[distributed]" (or use '
+                                       '--executor local)\n')
+    assert not list((tmp_path / "runs").rglob("*.json"))
+
+
+def test_a_failed_run_is_one_line_and_exit_status_1(tmp_path, params, capsys, monkeypatch):
+    from replication import cli
+    from replication.errors import RunFailed
+
+    def fail(*args, **kwargs):
+        raise RunFailed("run d10_N6/levy/sabo/seed0 (method 'sabo') failed: RuntimeError: boom (at x.py:1 in f); "
+                        "the traceback is in t.error.txt")
+
+    monkeypatch.setattr(cli, "run_configs", fail)
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(tmp_path), "--no-track", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: run d10_N6/levy/sabo/seed0 (method 'sabo') failed: RuntimeError: boom") and \
+        err.endswith("the study stopped (other runs recorded or checkpointed): run the same command again to retry\n")
+    assert err.count("\n") == 1
+
+
+def test_a_methods_own_popsize_in_the_synthetic_study_is_refused(tmp_path, capsys):
+    """The settings set N there (d10_N6: N = 6); a method's popsize would run another N under that label."""
+    bad = tiny_params()
+    bad["synthetic"]["methods"]["ingo"] = {**bad["synthetic"]["methods"]["ingo"], "popsize": 10}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    assert main(["list", "synthetic", "--params", str(path)]) == 2
+    assert capsys.readouterr().err == ("error: params.yaml: synthetic.methods.ingo.popsize = 10: in this study the "
+                                       "settings set the population size (N = 6 at d10_N6); remove it, or add a "
+                                       "setting with the N you want\n")

@@ -183,9 +183,9 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
 
 def test_only_the_constructors_refusal_of_a_value_is_a_usage_error(tmp_path, monkeypatch):
     """A value the optimizer refuses is the user's mistake (UsageError, one line); a plugin that cannot be loaded is
-    not a parameter problem and keeps its own error."""
+    not a parameter problem: the run failed (RunFailed, one line with the plugin's message)."""
     import baselines
-    from replication.errors import UsageError
+    from replication.errors import RunFailed, UsageError
 
     with pytest.raises(UsageError, match=r"^run synthetic/d20_N10/ellipsoid/ingo/seed0: method 'ingo' \(optimizer "
                                           r"'ingo'\) refuses its parameters: lr must be > 0 \(got -1.0\)$"):
@@ -196,7 +196,7 @@ def test_only_the_constructors_refusal_of_a_value_is_a_usage_error(tmp_path, mon
         raise baselines.PluginError(f"optimizer plugin {name!r} cannot be loaded")
 
     monkeypatch.setattr(baselines, "resolve", unloadable)
-    with pytest.raises(baselines.PluginError, match="cannot be loaded") as caught:
+    with pytest.raises(RunFailed, match="failed: PluginError: optimizer plugin 'ingo' cannot be loaded") as caught:
         execute(small_config("ingo", seed=1), tmp_path)
     assert not isinstance(caught.value, UsageError)
 
@@ -253,10 +253,12 @@ def test_check_parameters_builds_at_the_runs_x0_and_leaves_missing_packages_to_r
 def test_a_study_whose_x0_disagrees_with_its_problem_is_stopped(tmp_path, monkeypatch):
     """check_parameters builds the optimizers at ``Study.x0``: a study whose problem starts elsewhere would have had
     its values checked at the wrong point."""
+    from replication.errors import RunFailed
     from replication.studies import get_study
 
     monkeypatch.setattr(get_study("synthetic"), "x0", lambda config: np.zeros(20))
-    with pytest.raises(RuntimeError, match=r"its x0\(config\) is not its problem's x0"):
+    with pytest.raises(RunFailed, match=r"failed: RuntimeError: study 'synthetic' breaks its contract: its "
+                                        r"x0\(config\) is not its problem's x0"):
         execute(small_config("sabo"), tmp_path)
 
 

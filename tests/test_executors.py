@@ -82,7 +82,7 @@ class RecordingBar:
 
 
 def test_progress_counts_each_run_by_its_cost_estimate(tmp_path, monkeypatch):
-    """The bar's ETA is cost-weighted: a run twice as costly advances it twice as far."""
+    """The bar counts work: a run twice as costly advances it twice as far (its ETA: tests/test_eta.py)."""
     from replication import executors
     from replication.synthetic.study import cost
 
@@ -95,7 +95,7 @@ def test_progress_counts_each_run_by_its_cost_estimate(tmp_path, monkeypatch):
     assert bar.total == pytest.approx(100.0) and bar.initial == pytest.approx(100.0 * cost(configs[0]) / total)
     assert sorted(bar.updates) == pytest.approx(sorted(100.0 * cost(c) / total for c in configs[1:]))
     assert max(bar.updates) == pytest.approx(2 * min(bar.updates))  # SABO: two rounds per iteration
-    assert bar.postfixes[-1].startswith("3/3 runs")
+    assert bar.postfixes[-1].startswith("ETA 00:00, 3/3 runs")
     assert bar.n == bar.total  # exactly: a float sum a hair above 100 made tqdm show a negative ETA
 
 
@@ -110,3 +110,34 @@ def test_progress_ends_at_its_total_when_the_shares_sum_above_it(tmp_path, monke
     run_configs(configs, tmp_path, progress=True)
     bar = RecordingBar.bars[0]
     assert bar.n == bar.total and all(u >= 0 for u in bar.updates) and len(bar.updates) == 3
+
+
+def test_every_executor_computes_a_run_with_one_blas_and_one_torch_thread(tmp_path):
+    """Results must not depend on --workers: the main process (--workers 1, run-one) computes with one BLAS thread
+    and one torch thread as the pool's workers do (a multi-threaded BLAS sums in another order: d = 1000 image runs
+    ended 1e-15..1e-8 apart). In a fresh interpreter whose torch was set to 2 threads before the study."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import json, sys, torch, threadpoolctl
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from helpers import small_config
+from replication.executors import run_configs
+from replication.synthetic.study import SyntheticProblem
+torch.set_num_threads(2)
+seen, objective = [], SyntheticProblem.objective
+def watched(self, X):
+    blas = [p["num_threads"] for p in threadpoolctl.threadpool_info()]
+    seen.append((max(blas), torch.get_num_threads()))
+    return objective(self, X)
+SyntheticProblem.objective = watched
+run_configs([small_config("ingo", dim=6, T=3)], {str(tmp_path)!r}, workers=1, progress=False)
+print(json.dumps(sorted(set(seen))))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == [[1, 1]]

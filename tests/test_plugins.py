@@ -211,6 +211,8 @@ def test_plugins_section_refusals(isolated):
         with pytest.raises(UsageError) as refused:
             validate_params({"plugins": plugins})
         assert message in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+        for spec in plugins.get("optimizers", []):  # named once (it was repeated: "= 'x': 'x': module ...")
+            assert str(refused.value).count(repr(spec)) <= 1, str(refused.value)
         if i < len(refused_before_any_import):
             assert "toy_plugins.mod" not in sys.modules
 
@@ -266,8 +268,8 @@ def test_a_broken_entry_point_gives_one_line_naming_it(isolated):
     params = {"synthetic": {**small_params(), "methods": {"not_a_class": {}}}}
     with pytest.raises(UsageError) as refused:
         validate_params(params)
-    assert str(refused.value) == (f"params.yaml: synthetic.methods: key 'not_a_class' entry point 'not_a_class' = "
-                                  f"'toy_broken.good:VALUE' {where} is 1, not a subclass of "
+    assert str(refused.value) == (f"params.yaml: synthetic.methods: key 'not_a_class' cannot be used: entry point "
+                                  f"'not_a_class' = 'toy_broken.good:VALUE' {where} is 1, not a subclass of "
                                   "sabo.protocol.AskTellOptimizer")
 
 
@@ -344,3 +346,20 @@ def test_a_ray_worker_that_cannot_import_a_plugin_stops_the_study_with_one_line(
         "error: a Ray worker cannot load an optimizer plugin: 'my_package.search:LocalSearch': module "
         "'my_package.search' cannot be imported: ModuleNotFoundError: No module named 'my_package'; the module must "
         "be importable on every node (installed there, or on their PYTHONPATH)"]
+
+
+def test_the_conformance_checks_reach_an_installed_plugin(tmp_path):
+    """tests/test_protocol.py checks every registered name, an installed plugin's included (its entry points are
+    loaded before the tests are collected); it collected none of them (they load only when first named)."""
+    import subprocess
+
+    site = tmp_path / "site"
+    site.mkdir()
+    name, _ = readme_package(site)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          str(ROOT / "tests" / "test_protocol.py"), "-k", name], capture_output=True, text=True,
+                         env=env, cwd=ROOT)
+    collected = [line for line in out.stdout.splitlines() if "::" in line]
+    assert out.returncode == 0 and len(collected) >= 10, out.stdout + out.stderr
+    assert all(f"-{name}]" in line or f"[{name}" in line for line in collected), collected

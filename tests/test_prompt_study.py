@@ -468,7 +468,7 @@ def test_offline_profile_pipeline_commands_succeed_with_nothing_to_do(tmp_path, 
     args = ["--runs-dir", str(tmp_path / "runs")]
     assert cli.main(["prepare", "prompt"]) == 0
     assert read_json(tmp_path / "data" / "prepared.json")["prepared"] == []
-    assert cli.main(["run", "prompt", *args, "--no-track", "--quiet"]) == 1          # nothing to run is an error
+    assert cli.main(["run", "prompt", *args, "--no-track", "--quiet"]) == 2          # nothing to run is an error
     assert cli.main(["run", "prompt", *args, "--no-track", "--quiet", "--allow-empty"]) == 0  # unless allowed
     assert (tmp_path / "runs" / "prompt").is_dir()
     assert cli.main(["report", "prompt", *args, "--out", str(tmp_path / "res"), "--no-track"]) == 0

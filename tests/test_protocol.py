@@ -473,7 +473,16 @@ CHECKS = [
     check_hostile_states_are_refused,
 ]
 
+try:  # installed plugins get the checks too (README, "Add your own optimizer")
+    baselines.load_plugins()
+    PLUGIN_ERROR = None
+except baselines.PluginError as exc:
+    PLUGIN_ERROR = str(exc)
 NAMES = list(baselines.REGISTRY)
+
+
+def test_installed_plugins_load():
+    assert PLUGIN_ERROR is None, PLUGIN_ERROR
 
 
 # ---------------------------------------------------------------------------- the tests

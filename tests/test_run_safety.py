@@ -271,3 +271,150 @@ def test_a_checkpoint_whose_curve_is_not_on_its_grid_is_recomputed(tmp_path, cap
     assert record["provenance"]["resumed"] == 0
     assert "are not those of the grid for 300 iterations" in capsys.readouterr().err
     assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+
+
+def failing_optimizer(after: int):
+    """INGO whose update raises at iteration ``after``: a bug in someone's optimizer."""
+    import baselines
+
+    class Failing(baselines.get("ingo")):
+        name = "failing_ingo"
+
+        def _tell(self, values):
+            if self.nit == after:
+                raise RuntimeError("my optimizer failed on purpose")
+            return super()._tell(values)
+
+    return Failing
+
+
+@pytest.fixture
+def failing(monkeypatch):
+    import baselines
+    import sabo.protocol
+
+    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
+    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+    return baselines.register(failing_optimizer(after=12))
+
+
+def test_a_run_that_raises_stops_in_one_line_with_its_traceback_on_disk(tmp_path, failing):
+    from replication.engine import error_path
+    from replication.errors import RunFailed
+    from replication.executors import run_configs
+
+    bad, good = small_config("failing_ingo", dim=6, T=40), small_config("ingo", dim=6, T=40)
+    with pytest.raises(RunFailed) as caught:
+        execute(bad, tmp_path, checkpoint_every_s=1e9, checkpoint_every_iters=5)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(
+        f"run {bad.label} (method 'failing_ingo') failed: RuntimeError: my optimizer failed on purpose (at ")
+    assert "test_run_safety.py:" in message and "in _tell)" in message  # where it was raised
+    trace = error_path(tmp_path, bad)
+    assert message.endswith(f"the traceback is in {trace}")
+    assert trace.read_text().startswith("Traceback") and "my optimizer failed on purpose" in trace.read_text()
+    assert not lock_path(tmp_path, bad).exists() and load_record(tmp_path, bad) is None
+    assert checkpoint_path(tmp_path, bad).exists()  # iteration 10's: a retry resumes from it
+    # through the executor, serial: the study stops at the failure (the good run, queued after it, does not start)
+    with pytest.raises(RunFailed):
+        run_configs([bad, good], tmp_path, progress=False)
+    assert load_record(tmp_path, good) is None
+    # fixed (here: the failure moved past the run's end), the retry resumes and its error file goes
+    import baselines
+    baselines.REGISTRY["failing_ingo"]._tell = baselines.get("ingo")._tell
+    record = execute(bad, tmp_path)
+    assert record["provenance"]["resumed"] == 1 and not trace.exists()
+
+
+def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
+    """A local worker's RunFailed crosses the process boundary unchanged (a problem that cannot be built)."""
+    from replication.config import RunConfig
+    from replication.errors import RunFailed
+    from replication.executors import run_configs
+
+    good = small_config("ingo", dim=6, T=20)
+    bad = RunConfig.from_dict({**good.to_dict(), "problem": {**good.problem, "name": "no_such_function"}})
+    with pytest.raises(RunFailed, match=rf"^run {bad.label} \(method 'ingo'\) failed: .*no_such_function"):
+        run_configs([bad, good], tmp_path, workers=2, progress=False)
+
+
+@pytest.mark.parametrize("flaw, message", [
+    ("stalls", r"failed: RuntimeError: Flawed\.nit did not advance in 1 ask/tell round\(s\) \(it stayed at 0\), though "
+               r"one iteration takes Flawed\.rounds_per_iteration = 1"),
+    ("extra_row", r"failed: RuntimeError: Flawed's asks returned 7 rows in iteration 1, but it declared "
+                  r"evals_per_iteration = 6"),
+    ("nan_mean", r"failed: ValueError: Flawed\.mean is not finite at iteration 3: an update that makes the state "
+                 r"non-finite must be refused"),
+    ("short_mean", r"failed: TypeError: Flawed\.mean must be a float64 array of shape \(4,\); it is dtype float64, "
+                   r"shape \(3,\)"),
+])
+def test_an_optimizer_that_breaks_the_protocol_is_stopped_naming_it(tmp_path, monkeypatch, flaw, message):
+    """A _tell that never advances nit looped forever; asks with more rows than declared overran evaluation budgets
+    and recorded the wrong evaluation counts; a NaN mean was recorded "completed" with error NaN, a short one failed
+    inside the problem's metrics: each stops the run (RunFailed) naming the optimizer."""
+    import baselines
+    import sabo.protocol
+    from replication.errors import RunFailed
+
+    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
+    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+
+    class Flawed(baselines.get("ingo")):
+        name = "flawed"
+
+        def _ask(self):
+            X = super()._ask()
+            return np.vstack([X, X[:1]]) if flaw == "extra_row" else X
+
+        @property
+        def mean(self):
+            mean = super().mean
+            if flaw == "nan_mean" and self.nit >= 3:
+                return np.full_like(mean, np.nan)
+            return mean[:-1] if flaw == "short_mean" else mean
+
+        def _tell(self, values):
+            if flaw == "extra_row":
+                super()._tell(values[:-1])
+            elif flaw != "stalls":  # "stalls": takes the values, never completes an iteration
+                super()._tell(values)
+
+    baselines.register(Flawed)
+    with pytest.raises(RunFailed, match=message):
+        execute(small_config("flawed", dim=4, popsize=6, T=5), tmp_path)
+
+
+@pytest.mark.parametrize("tally_kept", [True, False])
+def test_a_run_stopped_between_sabos_two_rounds_resumes_to_the_same_record(tmp_path, monkeypatch, tally_kept):
+    """A stop request between the perturbation and the update round checkpoints mid-iteration; the resumed run
+    finishes that iteration (its rows counted from the checkpoint, or unchecked for a checkpoint written before
+    the count was kept) and ends with the uninterrupted run's record."""
+    import signal
+
+    from replication import stopping
+    from replication.synthetic.study import SyntheticProblem
+
+    cfg = small_config("sabo", dim=6, popsize=4, T=30)
+    straight = execute(cfg, tmp_path / "straight")
+    calls = {"n": 0}
+    objective = SyntheticProblem.objective
+
+    def stop_after_a_perturbation_round(self, X):
+        calls["n"] += 1
+        if calls["n"] == 21:  # the first round of iteration 11
+            monkeypatch.setattr(stopping, "_requested", signal.SIGINT)
+        return objective(self, X)
+
+    monkeypatch.setattr(SyntheticProblem, "objective", stop_after_a_perturbation_round)
+    with pytest.raises(stopping.StopRequested):
+        execute(cfg, tmp_path / "resumed")
+    monkeypatch.setattr(stopping, "_requested", None)
+    monkeypatch.setattr(SyntheticProblem, "objective", objective)
+    ckpt = checkpoint_path(tmp_path / "resumed", cfg)
+    state = read_state(ckpt)
+    assert state["iteration"] == {"rounds": 1, "rows": 4, "declared": 8}
+    if not tally_kept:
+        del state["iteration"]
+        write_state(ckpt, state)
+    resumed = execute(cfg, tmp_path / "resumed")
+    assert resumed["provenance"]["resumed"] == 1 and deterministic_part(resumed) == deterministic_part(straight)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from replication.config import RunConfig, code_version
+from replication.errors import UsageError
 from replication.studies import active_profile
 
 from .functions import FUNCTIONS
@@ -92,6 +93,11 @@ def configs(params: dict) -> list[RunConfig]:
         for function in p["functions"]:
             problem = {"name": function, "dim": int(shape["dim"]), "mu0": dict(p["mu0"])}
             for method, mparams in methods_at(p, prof, setting).items():
+                if "popsize" in mparams:  # the setting's N is the one its tables and figures are labelled with
+                    where = "extra_methods" if method not in p["methods"] else "methods"
+                    raise UsageError(f"params.yaml: {STUDY}.{where}.{method}.popsize = {mparams['popsize']!r}: in this "
+                                     f"study the settings set the population size (N = {int(shape['popsize'])} at "
+                                     f"{setting}); remove it, or add a setting with the N you want")
                 opt_params = {"sigma0": p["sigma0"], "popsize": int(shape["popsize"]),
                               **_substitute_horizon(mparams, int(horizons[setting]))}
                 for seed in prof["seeds"]:

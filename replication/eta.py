@@ -1,0 +1,127 @@
+"""A study's time left, from measured run times (the progress bar's ETA).
+
+The study's cost estimates (``Study.cost``) are relative operation counts: they order runs and
+size the progress bar, but a method's seconds per unit of cost differ from another's (pycma's
+Python loop, a GP fit, a batched forward are not the same operations), and a run resumed from
+a checkpoint has less left than its cost says. The ETA therefore calibrates the estimates with
+measured times and schedules what is left:
+
+* **Rates.** A finished run's measured wall time (``provenance.wall_time_s``, earlier sessions'
+  records included) over its cost estimate is its seconds per unit of cost. A running run that
+  reports its progress (iterations done / planned, with the seconds they took) adds what it has
+  done so far, so a method has a rate long before its first run ends. A run's predicted time is
+  its cost times the rate of the most specific group with a measurement: its (method,
+  setting), else its method, else all runs measured. Before any measurement there is no ETA.
+* **Running and resumed runs.** A running run that reports progress is predicted from its own
+  rate for the iterations it has left; one that does not yet, from its group's rate less the
+  time it has run. A run resumed from a checkpoint is predicted for the fraction of its
+  iterations left (:func:`replication.engine.checkpoint_progress`).
+* **Schedule.** Runs start in queue order on ``slots`` workers, as the executors start them
+  (longest first); each queued run goes to the worker that frees first. The ETA is when the
+  last one ends, so a long run at the end counts as such, not as its share of the work.
+
+What it cannot know: a run slower than predicted (it counts as ending now), a change of the
+machine's load, and, before a method has run for a while, how its rate differs from the others'.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass
+
+
+@dataclass
+class _Run:
+    cost: float
+    groups: tuple                  # most specific first
+    left: float                    # fraction of the run's iterations still to compute
+    started: float | None = None   # when it started (the clock of the caller's ``now``)
+    seconds: float = 0.0           # reported: ``done`` of its iterations took ``seconds``
+    done: float = 0.0
+    reported: float | None = None  # when the last report arrived
+
+
+class Eta:
+    """Seconds left for runs ``todo`` (in the order they start) on ``slots`` parallel workers.
+
+    ``todo``: ``(key, cost, groups, fraction_left)`` per run, ``groups`` the keys whose rates
+    apply, most specific first. Call :meth:`observe` with every finished run's measured time
+    (earlier sessions' records too), :meth:`start` when the executor begins, :meth:`progress`
+    when a running run reports, :meth:`finished` when a run of ``todo`` ends.
+    """
+
+    def __init__(self, todo, slots: int = 1):
+        self.slots = slots
+        self._queue = {key: _Run(float(cost), tuple(groups), float(left)) for key, cost, groups, left in todo}
+        self._order = list(self._queue)
+        self._next = 0                            # index in _order of the next run to start
+        self._running: set = set()
+        self._measured = defaultdict(lambda: [0.0, 0.0])  # group (None: all) -> [seconds, cost] of finished runs
+
+    def observe(self, groups, cost: float, seconds: float) -> None:
+        """A finished run's cost estimate and measured wall time."""
+        if cost > 0 and seconds > 0:
+            _add(self._measured, groups, seconds, cost)
+
+    def start(self, slots: int, now: float) -> None:
+        """The executor begins with ``slots`` workers: the first runs of the queue are running."""
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1 (got {slots})")
+        self.slots = slots
+        self._fill(now)
+
+    def progress(self, key, seconds: float, done: float, left: float, now: float) -> None:
+        """Running run ``key`` computed a fraction ``done`` of its iterations in ``seconds``; ``left`` remain."""
+        run = self._queue.get(key)
+        if run is not None and done > 0 and seconds > 0:
+            run.seconds, run.done, run.left, run.reported = seconds, done, min(max(left, 0.0), 1.0), now
+
+    def finished(self, key, now: float) -> None:
+        """A run of ``todo`` ended (its time goes to :meth:`observe` separately); the next one starts."""
+        if self._queue.pop(key, None) is not None:
+            self._running.discard(key)
+            self._fill(now)
+
+    def seconds_left(self, now: float) -> float | None:
+        """Predicted seconds until the last run ends, or None before any measurement."""
+        rates = defaultdict(lambda: [0.0, 0.0], {g: list(v) for g, v in self._measured.items()})
+        running = [self._queue[key] for key in self._running]
+        for run in running:
+            if run.reported is not None:
+                _add(rates, run.groups, run.seconds, run.cost * run.done)
+        if None not in rates:
+            return None
+        free = [self._running_left(run, rates, now) for run in running]
+        free += [0.0] * (self.slots - len(free))
+        heapq.heapify(free)
+        for key in self._order[self._next:]:
+            run = self._queue.get(key)
+            if run is not None:  # not ended out of order
+                heapq.heappush(free, heapq.heappop(free) + _predict(run, rates))
+        return max(free)
+
+    def _running_left(self, run: _Run, rates, now: float) -> float:
+        if run.reported is not None:
+            own = run.left * run.seconds / run.done
+            return max(own - (now - run.reported), 0.0)
+        return max(_predict(run, rates) - (now - run.started), 0.0)
+
+    def _fill(self, now: float) -> None:
+        while len(self._running) < self.slots and self._next < len(self._order):
+            key = self._order[self._next]
+            self._next += 1
+            if key in self._queue:
+                self._queue[key].started = now
+                self._running.add(key)
+
+
+def _add(totals, groups, seconds: float, cost: float) -> None:
+    for group in (*groups, None):
+        totals[group][0] += seconds
+        totals[group][1] += cost
+
+
+def _predict(run: _Run, rates) -> float:
+    """Seconds for what is left of ``run`` at the rate of its most specific measured group."""
+    seconds, cost = next((rates[g] for g in run.groups if g in rates), rates[None])
+    return run.cost * seconds / cost * run.left

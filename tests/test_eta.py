@@ -1,0 +1,114 @@
+"""The progress bar's ETA (replication.eta): measured rates, resumed fractions, in-flight reports, the schedule."""
+import pytest
+from helpers import small_config
+
+from replication import executors
+from replication.engine import checkpoint_path, checkpoint_progress, execute
+from replication.eta import Eta
+from replication.executors import run_configs
+
+
+def todo(*costs, groups=("m",), left=1.0):
+    return [(f"r{i}", cost, groups, left) for i, cost in enumerate(costs)]
+
+
+def test_no_eta_before_anything_is_measured():
+    eta = Eta(todo(4, 3))
+    eta.start(2, now=0.0)
+    assert eta.seconds_left(0.0) is None
+
+
+def test_the_runs_left_are_scheduled_on_the_workers_longest_first():
+    """Rate 2 s per unit of cost. Costs 4, 3, 2, 1 on 2 workers: 8 | 6, then 4 joins the worker free at 6
+    (ends 10) and 2 the one free at 8 (ends 10): the ETA is 10 s, not the 20 worker-seconds / 2 of a rate."""
+    eta = Eta(todo(4, 3, 2, 1))
+    eta.observe(("m",), cost=1.0, seconds=2.0)
+    eta.start(2, now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(10.0)
+    assert eta.seconds_left(3.0) == pytest.approx(7.0)      # the running ones have run 3 s
+    eta.finished("r1", now=6.0)                              # cost 3 ended on time; cost 2 starts
+    assert eta.seconds_left(6.0) == pytest.approx(4.0)      # r0: 2 s left, r2: 4 s, r3 (2 s) after r0 -> 4
+    # one long run last: its own time, not its share of the work spread over the workers
+    eta = Eta(todo(1, 1, 8))
+    eta.observe(("m",), cost=1.0, seconds=1.0)
+    eta.start(3, now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(8.0)
+
+
+def test_a_method_is_predicted_from_its_own_rate_where_measured():
+    eta = Eta([("a", 1.0, ("slow",), 1.0), ("b", 1.0, ("fast",), 1.0), ("c", 1.0, ("new",), 1.0)])
+    eta.observe(("slow",), cost=1.0, seconds=9.0)
+    eta.observe(("fast",), cost=1.0, seconds=1.0)
+    eta.start(3, now=0.0)
+    # "new" has no measurement: all measured runs' rate, (9 + 1) / 2 = 5 s per unit
+    assert eta.seconds_left(0.0) == pytest.approx(9.0)
+    eta.finished("a", now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(5.0)
+    eta.finished("c", now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(1.0)
+
+
+def test_a_resumed_run_is_predicted_for_what_it_has_left():
+    eta = Eta(todo(10, left=0.25))
+    eta.observe(("m",), cost=1.0, seconds=1.0)
+    eta.start(1, now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(2.5)
+
+
+def test_a_running_run_reports_its_own_rate_and_measures_its_method_before_it_ends():
+    eta = Eta(todo(10, 10))
+    eta.start(1, now=0.0)
+    eta.progress("r0", seconds=4.0, done=0.2, left=0.7, now=5.0)   # 20 % in 4 s: 20 s per run, 0.7 left
+    # r0: 14 s from its report; r1, queued: 20 s at the rate r0 measured (2 s per unit of cost)
+    assert eta.seconds_left(5.0) == pytest.approx(34.0)
+    assert eta.seconds_left(9.0) == pytest.approx(30.0)
+    eta.progress("unknown", seconds=1.0, done=0.5, left=0.5, now=9.0)  # a report of no queued run is ignored
+    assert eta.seconds_left(9.0) == pytest.approx(30.0)
+
+
+def test_a_run_slower_than_predicted_counts_as_ending_now():
+    eta = Eta(todo(1))
+    eta.observe(("m",), cost=1.0, seconds=1.0)
+    eta.start(1, now=0.0)
+    assert eta.seconds_left(5.0) == 0.0
+
+
+def test_checkpoint_progress_reads_the_fraction_done(tmp_path):
+    config = small_config("ingo", dim=6, T=40)
+    assert checkpoint_progress(tmp_path, config) == 0.0
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_10(nit, _):  # called before the checkpoint of iteration nit is written
+        if nit == 11:
+            raise Stop
+
+    with pytest.raises(Stop):
+        execute(config, tmp_path, checkpoint_every_s=1e9, checkpoint_every_iters=10, progress=stop_after_10)
+    assert checkpoint_progress(tmp_path, config) == pytest.approx(10 / 40)  # T = 40: a curve point every iteration
+    assert checkpoint_progress(tmp_path, small_config("ingo", dim=6, T=40, seed=1)) == 0.0
+    checkpoint_path(tmp_path, small_config("ingo", dim=6, T=40, seed=1)).write_bytes(
+        checkpoint_path(tmp_path, config).read_bytes())
+    assert checkpoint_progress(tmp_path, small_config("ingo", dim=6, T=40, seed=1)) == 0.0  # another run's
+    checkpoint_path(tmp_path, config).write_bytes(b"garbled")
+    assert checkpoint_progress(tmp_path, config) == 0.0
+
+
+def test_the_bar_shows_an_eta_from_earlier_records_and_from_running_runs(tmp_path, monkeypatch):
+    from test_executors import RecordingBar
+
+    configs = [small_config("ingo", dim=10, T=40, seed=s) for s in range(3)]
+    monkeypatch.setattr(executors, "tqdm", RecordingBar)
+    monkeypatch.setattr(executors, "REPORT_EVERY_S", 0.0)
+    monkeypatch.setattr(executors, "ETA_EVERY_S", 0.0)
+    RecordingBar.bars = []
+    run_configs(configs[:1], tmp_path, progress=True)
+    first = RecordingBar.bars[0].postfixes
+    assert first[0].startswith("ETA: measuring, 0/1 runs")
+    assert any(p.startswith("ETA ") and "0/1 runs" in p for p in first[1:])  # the run's reports, before it ends
+    RecordingBar.bars = []
+    run_configs(configs, tmp_path, progress=True)
+    again = RecordingBar.bars[0].postfixes
+    assert again[0].startswith("ETA ") and "1/3 runs" in again[0]   # calibrated by the earlier record
+    assert again[-1].startswith("ETA 00:00, 3/3 runs")
