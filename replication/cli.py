@@ -108,7 +108,7 @@ def add_common(p: argparse.ArgumentParser, *, selection: bool = True) -> None:
         p.add_argument("--method", nargs="+", action="extend", help="only these methods (sabo ingo bes cmaes mmes)")
         p.add_argument("--function", nargs="+", action="extend", help="only these problems (e.g. ellipsoid levy)")
         p.add_argument("--seed", nargs="+", action="extend", type=seed_int, help="only these seeds")
-        p.add_argument("--hash", nargs="+", metavar="CONFIG_HASH",
+        p.add_argument("--hash", nargs="+", action="extend", metavar="CONFIG_HASH",
                        help="only the runs with these config hashes (the first column of `sabo-bench list`)")
 
 
@@ -275,7 +275,7 @@ def cmd_run_one(args) -> int:
     from tqdm.auto import tqdm
 
     make_runs_dir(args)
-    one_thread()  # as in the executors' workers: the record does not depend on how it was run
+    one_thread()  # as in the executors' workers: the record does not depend on how it was run (until exit)
     config = configs[0]
     # closed however execute ends, so that a stop's message starts on a line of its own
     with tqdm(total=config.budget.get("max_iter"), desc=config.label, unit="it", disable=args.quiet) as bar:

@@ -275,11 +275,14 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
 def _failed(config: RunConfig, runs_dir, exc: Exception) -> RunFailed:
     """``exc`` as :class:`RunFailed`, its traceback written to :func:`error_path`."""
     path = error_path(runs_dir, config)
-    atomic_write_bytes(path, "".join(traceback.format_exception(exc)).encode())
+    try:
+        atomic_write_bytes(path, "".join(traceback.format_exception(exc)).encode())
+        where = f"the traceback is in {path}"
+    except OSError as write_error:  # a full disk must not hide the run's own error
+        where = f"its traceback could not be written to {path} ({write_error.strerror or write_error})"
     frame = traceback.extract_tb(exc.__traceback__)[-1]
     return RunFailed(f"run {config.label} (method {config.method!r}) failed: {type(exc).__name__}: "
-                     f"{one_line(exc, 300)} (at {frame.filename}:{frame.lineno} in {frame.name}); "
-                     f"the traceback is in {path}")
+                     f"{one_line(exc, 300)} (at {frame.filename}:{frame.lineno} in {frame.name}); {where}")
 
 
 def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress) -> dict:

@@ -47,12 +47,14 @@ class Eta:
     ``todo``: ``(key, cost, groups, fraction_left)`` per run, ``groups`` the keys whose rates
     apply, most specific first. Call :meth:`observe` with every finished run's measured time
     (earlier sessions' records too), :meth:`start` when the executor begins, :meth:`progress`
-    when a running run reports, :meth:`finished` when a run of ``todo`` ends.
+    when a running run reports, :meth:`finished` when a run of ``todo`` ends, :meth:`released`
+    when one is handed back unrun (held by another process; it is queued again). A cost that is
+    not a positive number counts as 0: such a run is predicted to take no time and measures no rate.
     """
 
     def __init__(self, todo, slots: int = 1):
         self.slots = slots
-        self._queue = {key: _Run(float(cost), tuple(groups), float(left)) for key, cost, groups, left in todo}
+        self._queue = {key: _Run(_cost(cost), tuple(groups), float(left)) for key, cost, groups, left in todo}
         self._order = list(self._queue)
         self._next = 0                            # index in _order of the next run to start
         self._running: set = set()
@@ -60,7 +62,7 @@ class Eta:
 
     def observe(self, groups, cost: float, seconds: float) -> None:
         """A finished run's cost estimate and measured wall time."""
-        if cost > 0 and seconds > 0:
+        if _cost(cost) > 0 and _cost(seconds) > 0:
             _add(self._measured, groups, seconds, cost)
 
     def start(self, slots: int, now: float) -> None:
@@ -73,13 +75,21 @@ class Eta:
     def progress(self, key, seconds: float, done: float, left: float, now: float) -> None:
         """Running run ``key`` computed a fraction ``done`` of its iterations in ``seconds``; ``left`` remain."""
         run = self._queue.get(key)
-        if run is not None and done > 0 and seconds > 0:
+        if run is not None and run.cost > 0 and done > 0 and _cost(seconds) > 0:
             run.seconds, run.done, run.left, run.reported = seconds, done, min(max(left, 0.0), 1.0), now
 
     def finished(self, key, now: float) -> None:
         """A run of ``todo`` ended (its time goes to :meth:`observe` separately); the next one starts."""
         if self._queue.pop(key, None) is not None:
             self._running.discard(key)
+            self._fill(now)
+
+    def released(self, key, now: float) -> None:
+        """A run of ``todo`` was handed back unrun: its worker is free, and it goes to the end of the queue."""
+        if key in self._running:
+            self._running.discard(key)
+            self._queue[key].started = None
+            self._order.append(key)
             self._fill(now)
 
     def seconds_left(self, now: float) -> float | None:
@@ -113,6 +123,12 @@ class Eta:
             if key in self._queue:
                 self._queue[key].started = now
                 self._running.add(key)
+
+
+def _cost(value) -> float:
+    """``value`` as a float if it is a positive finite number, else 0."""
+    value = float(value)
+    return value if 0 < value < float("inf") else 0.0
 
 
 def _add(totals, groups, seconds: float, cost: float) -> None:

@@ -82,23 +82,38 @@ class _Reporter:
             self.send((self.key, now - self._first[1], (nit - self._first[0]) / max_iter, 1 - nit / max_iter))
 
 
-def one_thread() -> None:
-    """One BLAS thread and one torch thread in this process, for every run it executes, whatever the executor.
+def one_thread():
+    """One BLAS thread and one torch thread in this process from now on; returns what restores the previous ones.
 
-    Results then do not depend on ``--workers``: a multi-threaded BLAS sums in another order, and
-    image-study runs at d = 1000 computed in the main process (``--workers 1``, ``run-one``) ended
-    1e-15 to 1e-8 (relative) away from the same runs in a worker. And with a pool per worker on
-    every core, TuRBO-1's GP fits ran 3x, GIBO's acquisitions 11x slower on 2 cores.
+    Every run computes so, whatever the executor (workers call it once for good; the main process
+    around the runs it executes), and results then do not depend on ``--workers``: a multi-threaded
+    BLAS sums in another order, and image-study runs at d = 1000 computed in the main process
+    (``--workers 1``, ``run-one``) ended 1e-15 to 1e-8 (relative) away from the same runs in a
+    worker. And with a pool per worker on every core, TuRBO-1's GP fits ran 3x, GIBO's
+    acquisitions 11x slower on 2 cores. A torch first loaded while the limit holds keeps one
+    thread after the restore.
     """
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)
+    limits = threadpool_limits(1)
     # threadpool_limits reaches only the libraries loaded now; torch, if it loads later (the BO
     # baselines, the prompt study), sizes its intra-op pool from this variable
-    os.environ["OMP_NUM_THREADS"] = "1"
+    omp, os.environ["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS"), "1"
     torch = sys.modules.get("torch")
+    torch_threads = torch.get_num_threads() if torch is not None else None
     if torch is not None:
         torch.set_num_threads(1)
+
+    def restore() -> None:
+        limits.restore_original_limits()
+        if omp is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = omp
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+
+    return restore
 
 
 def _init_worker(parent: int, devices, reports) -> None:
@@ -108,7 +123,7 @@ def _init_worker(parent: int, devices, reports) -> None:
     if devices is not None:
         pin(devices.get())
     stopping.worker_init(parent)
-    one_thread()
+    one_thread()  # for the worker's lifetime
 
 
 def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_for_lock: bool, plugins=()):
@@ -136,9 +151,12 @@ def _execute_ray(*args):
     would (Ray calls ``_thread.interrupt_main``), so with the stop handler installed for the task that is a
     stop request, as SIGTERM is for a local worker: the run checkpoints at its next iteration boundary and
     the task returns None. The handler and any request are reset when the task ends (Ray reuses workers)."""
-    one_thread()  # Ray sets OMP_NUM_THREADS to a task's CPUs; this makes it explicit, torch included
-    with stopping.handle_signals():
-        return _execute(*args)
+    restore = one_thread()  # Ray sets OMP_NUM_THREADS to a task's CPUs; explicit here, torch included
+    try:
+        with stopping.handle_signals():
+            return _execute(*args)
+    finally:
+        restore()  # Ray reuses its workers
 
 
 def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executor: str = "local",
@@ -170,7 +188,7 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     try:
         busy = run(todo, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=False) if todo else []
         if busy:  # held by another process: wait for it (or resume what it left)
-            tracker.waiting(len(busy))
+            tracker.waiting()
             run(busy, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=True)
     finally:
         tracker.close()
@@ -194,7 +212,7 @@ class _Progress:
                          1.0 - checkpoint_progress(runs_dir, c) if enabled else 1.0) for c in todo])
         for record in records.values():
             self._observe(record)
-        self._last_label, self._eta_text, self._eta_at = None, "", -math.inf
+        self._last_label, self._held, self._waiting, self._eta_text, self._eta_at = None, set(), False, "", -math.inf
         self.bar = tqdm(total=100.0, initial=sum(shares[h] for h in records), desc="runs",
                         bar_format=PROGRESS_FORMAT, disable=not enabled, dynamic_ncols=True)
         self._show()
@@ -202,6 +220,7 @@ class _Progress:
     def begin(self, slots: int) -> None:
         """The executor starts runs, ``slots`` at a time."""
         self.eta.start(max(int(slots), 1), time.monotonic())
+        self._eta_at = -math.inf  # the ETA for these slots now, not the one for a slot computed before
         self._show()
 
     def finished(self, record: dict) -> None:
@@ -210,6 +229,7 @@ class _Progress:
         if self.on_record is not None:
             self.on_record(record)
         self._observe(record)
+        self._held.discard(key)
         self.eta.finished(key, time.monotonic())
         self._last_label = RunConfig.from_dict(record["config"]).label
         # the shares' float sum may end a hair above 100, and tqdm then shows a negative percentage left
@@ -227,24 +247,33 @@ class _Progress:
         if time.monotonic() - self._eta_at >= ETA_EVERY_S:
             self._show()
 
-    def waiting(self, held: int) -> None:
-        self._show(note=f"waiting for {held} held by another process")
+    def released(self, config: RunConfig) -> None:
+        """A run held by another process, handed back unrun (done in the second pass)."""
+        self._held.add(config.hash)
+        self.eta.released(config.hash, time.monotonic())
+
+    def waiting(self) -> None:
+        """The second pass: this process waits for the runs another one holds."""
+        self._waiting = True
+        self._show()
 
     def close(self) -> None:
         self.bar.close()
 
     def _observe(self, record: dict) -> None:
+        """A finished record's time calibrates its groups (not a diverged one's: it stopped early)."""
         key = record["config_hash"]
-        if key in self.shares:
+        if key in self.shares and record["result"]["status"] == "completed":
             self.eta.observe(self._groups[key], self.shares[key], record["provenance"].get("wall_time_s") or 0.0)
 
-    def _show(self, update: float = 0.0, note: str | None = None) -> None:
+    def _show(self, update: float = 0.0) -> None:
         now = time.monotonic()
         if self.enabled and (now - self._eta_at >= ETA_EVERY_S or len(self.records) == len(self.configs)):
             left = self.eta.seconds_left(now)
             self._eta_text = "ETA: measuring" if left is None else f"ETA {_clock(left)}"
             self._eta_at = now
         parts = [self._eta_text, f"{len(self.records)}/{len(self.configs)} runs"]
+        note = f"waiting for {len(self._held)} held by another process" if self._waiting and self._held else None
         parts.append(note or (f"last {self._last_label}" if self._last_label else None))
         self.bar.set_postfix_str(", ".join(p for p in parts if p), refresh=not update)
         if update:
@@ -279,15 +308,19 @@ def cost_shares(configs: list[RunConfig]) -> dict[str, float]:
 
 def _run_serial(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_lock):
     busy = []
-    one_thread()
-    tracker.begin(1)
-    for config in todo:
-        try:
-            record = execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock,
-                             progress=_Reporter(config.hash, tracker.progress))
-            tracker.finished(record)
-        except RunBusy:
-            busy.append(config)
+    restore = one_thread()
+    try:
+        tracker.begin(1)
+        for config in todo:
+            try:
+                record = execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock,
+                                 progress=_Reporter(config.hash, tracker.progress))
+                tracker.finished(record)
+            except RunBusy:
+                busy.append(config)
+                tracker.released(config)
+    finally:
+        restore()
     return busy
 
 
@@ -325,6 +358,7 @@ def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_
                 config, outcome = pending.pop(future), future.result()
                 if outcome == BUSY:
                     busy.append(config)
+                    tracker.released(config)
                 elif outcome is None:  # a worker stopped on its own (SIGTERM sent to it directly)
                     raise stopping.StopRequested(signal.SIGTERM)
                 else:
@@ -417,11 +451,14 @@ def _run_ray(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_l
                 for c in todo}
         try:
             while refs:
-                done, _ = ray.wait(list(refs), num_returns=1)
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=ETA_EVERY_S)
+                if not done:
+                    tracker.tick()
                 for ref in done:
                     config, outcome = refs.pop(ref), _ray_outcome(ray, ref)
                     if outcome == BUSY:
                         busy.append(config)
+                        tracker.released(config)
                     elif outcome is not None:
                         tracker.finished(outcome)
         except BaseException:

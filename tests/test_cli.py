@@ -390,6 +390,8 @@ def test_a_selection_option_given_twice_selects_both(params, capsys):
     assert main(["list", "synthetic", "--params", params, "--method", "sabo", "--method", "ingo", "--seed", "0",
                  "--seed", "1", "--summary"]) == 0
     assert "8 pending" in capsys.readouterr().out  # not only the last --method's 4
+    assert main(["list", "synthetic", "--params", params, "--hash", "x", "--hash", "y"]) == 2
+    assert "--hash 'x': no run" in capsys.readouterr().err  # the first hash counts too (argparse kept only 'y')
 
 
 @pytest.mark.parametrize("runs_dir, why", [("/proc/x", "No such file or directory"),

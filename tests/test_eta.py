@@ -112,3 +112,26 @@ def test_the_bar_shows_an_eta_from_earlier_records_and_from_running_runs(tmp_pat
     again = RecordingBar.bars[0].postfixes
     assert again[0].startswith("ETA ") and "1/3 runs" in again[0]   # calibrated by the earlier record
     assert again[-1].startswith("ETA 00:00, 3/3 runs")
+
+
+def test_a_cost_that_is_not_a_positive_number_measures_nothing_and_takes_no_time():
+    """A plug-in whose cost estimate is 0 (or NaN): its reports must not make a rate of x seconds per 0 cost."""
+    eta = Eta([("zero", 0.0, ("g",), 1.0), ("nan", float("nan"), ("g",), 1.0), ("b", 1.0, ("g",), 1.0)])
+    eta.start(1, now=0.0)
+    eta.progress("zero", seconds=1.0, done=0.5, left=0.5, now=1.0)
+    assert eta.seconds_left(1.0) is None               # nothing measured
+    eta.observe(("g",), cost=float("nan"), seconds=3.0)
+    eta.observe(("g",), cost=1.0, seconds=float("inf"))
+    assert eta.seconds_left(1.0) is None
+    eta.observe(("g",), cost=1.0, seconds=3.0)
+    assert eta.seconds_left(1.0) == pytest.approx(3.0)  # "zero" and "nan" take no time, "b" 3 s
+
+
+def test_a_run_held_by_another_process_frees_its_worker_and_is_queued_again():
+    eta = Eta(todo(4, 3, 2))
+    eta.observe(("m",), cost=1.0, seconds=1.0)
+    eta.start(2, now=0.0)                                # r0 and r1 start; r0 turns out to be held elsewhere
+    eta.released("r0", now=0.0)                          # r2 takes its worker; r0 is queued after it
+    assert eta.seconds_left(0.0) == pytest.approx(6.0)   # r1: 3 | r2: 2, then r0 (4) on the worker free at 2
+    eta.progress("r2", seconds=1.0, done=0.5, left=0.5, now=1.0)  # r2 reports: it is running
+    assert eta.seconds_left(1.0) == pytest.approx(5.0)

@@ -115,7 +115,8 @@ def test_progress_ends_at_its_total_when_the_shares_sum_above_it(tmp_path, monke
 def test_every_executor_computes_a_run_with_one_blas_and_one_torch_thread(tmp_path):
     """Results must not depend on --workers: the main process (--workers 1, run-one) computes with one BLAS thread
     and one torch thread as the pool's workers do (a multi-threaded BLAS sums in another order: d = 1000 image runs
-    ended 1e-15..1e-8 apart). In a fresh interpreter whose torch was set to 2 threads before the study."""
+    ended 1e-15..1e-8 apart), and gives the caller its own settings back. In a fresh interpreter whose torch was set
+    to 2 threads before the study."""
     import json
     import os
     import subprocess
@@ -136,8 +137,13 @@ def watched(self, X):
     return objective(self, X)
 SyntheticProblem.objective = watched
 run_configs([small_config("ingo", dim=6, T=3)], {str(tmp_path)!r}, workers=1, progress=False)
-print(json.dumps(sorted(set(seen))))
+import os
+after = [max(p["num_threads"] for p in threadpoolctl.threadpool_info()), torch.get_num_threads(),
+         os.environ.get("OMP_NUM_THREADS")]
+print(json.dumps([sorted(set(seen)), after]))
 """
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert json.loads(out.stdout.splitlines()[-1]) == [[1, 1]]
+    during, after = json.loads(out.stdout.splitlines()[-1])
+    assert during == [[1, 1]]
+    assert after[1:] == [2, None] and after[0] > 1 or os.cpu_count() == 1  # the caller's own settings restored

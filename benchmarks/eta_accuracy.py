@@ -1,0 +1,115 @@
+"""How honest the progress bar's ETA is: predicted against actual end of a study, read off the bar itself.
+
+Runs ``sabo-bench run <study> --profile <profile> --workers <w>`` into a fresh runs directory
+under a pseudo-terminal (so the bar is drawn as a user sees it), stops it with SIGINT after
+``--stop-after`` seconds, then runs the same command again to the end: the resume, where an ETA
+has finished records, checkpoints and the longest runs already behind it. Every redraw of the
+bar gives a predicted end (its elapsed time + ETA); the script prints, for the resumed session
+(and the first one, if not stopped), when the first ETA appeared, and the error
+|predicted end - actual end| / actual end weighted by how long each reading was on screen, from
+10% of the wall time on (mean and worst). ``--code DIR`` imports ``replication`` from another
+checkout (e.g. ``git worktree add /tmp/old <commit>``), to compare ETAs in one sequence on the
+same machine: run the two alternately, since this machine's load changes the actual end.
+
+    python benchmarks/eta_accuracy.py                        # synthetic ci, 2 workers, stop at 40 s
+    python benchmarks/eta_accuracy.py --code /tmp/old        # the same with another checkout's code
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# "[01:23<02:10" (tqdm's own ETA, before 2026-11-27) or "[01:23, ETA 02:10" (replication.eta)
+READING = re.compile(rb"\| \[(\d[\d:]*)(?:<|, ETA )([\d:?]+)")
+
+
+def seconds(clock: bytes) -> float | None:
+    if b"?" in clock:
+        return None
+    value = 0
+    for part in clock.split(b":"):
+        value = 60 * value + int(part)
+    return float(value)
+
+
+def session(command: list[str], stop_after: float | None) -> tuple[float, list[tuple[float, float | None]]]:
+    """(wall seconds, [(wall time of a redraw, predicted end or None)]) of one run of ``command`` under a pty."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))  # tqdm draws nothing 0 wide
+    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, start_new_session=True, cwd=ROOT)
+    os.close(slave)
+    t0, readings, interrupted = time.monotonic(), [], False
+    while True:
+        if stop_after is not None and not interrupted and time.monotonic() - t0 > stop_after:
+            os.killpg(proc.pid, signal.SIGINT)
+            interrupted = True
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            now = time.monotonic() - t0
+            for match in READING.finditer(data):
+                left = seconds(match.group(2))
+                readings.append((now, None if left is None else now + left))
+        elif proc.poll() is not None:
+            break
+    proc.wait()
+    os.close(master)
+    return time.monotonic() - t0, readings
+
+
+def score(total: float, readings) -> str:
+    shown = [(t, end) for t, end in readings if end is not None]
+    first = f"{shown[0][0]:.1f} s" if shown else "never"
+    start, weighted, span, worst = 0.1 * total, 0.0, 0.0, 0.0
+    for (t, end), t_next in zip(readings, [t for t, _ in readings[1:]] + [total]):
+        a, b = max(t, start), max(t_next, start)
+        if b > a and end is not None:
+            error = abs(end - total) / total
+            weighted, span, worst = weighted + error * (b - a), span + b - a, max(worst, error)
+    mean = f"{weighted / span:.0%}" if span else "n/a"
+    return f"{total:.0f} s; first ETA after {first}; from 10% of the wall time on: mean error {mean}, worst {worst:.0%}"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--study", default="synthetic")
+    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--method", nargs="+", default=None)
+    ap.add_argument("--stop-after", type=float, default=40.0, help="seconds before SIGINT (0: no stop)")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose replication package runs")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as runs:
+        code = f"import sys; sys.path.insert(0, {str(args.code.resolve())!r}); from replication.cli import main; " \
+               "sys.exit(main())"
+        command = [sys.executable, "-c", code, "run", args.study, "--profile", args.profile, "--workers",
+                   str(args.workers), "--runs-dir", runs, "--no-track", *(["--method", *args.method] if args.method
+                                                                        else [])]
+        print(f"code: {args.code}; {' '.join(command[3:])}", flush=True)
+        total, readings = session(command, args.stop_after or None)
+        if args.stop_after:
+            print(f"first session, stopped by SIGINT after {total:.0f} s")
+            total, readings = session(command, None)
+            print(f"resumed session: {score(total, readings)}")
+        else:
+            print(f"uninterrupted session: {score(total, readings)}")
+
+
+if __name__ == "__main__":
+    main()
