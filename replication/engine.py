@@ -69,7 +69,7 @@ from filelock import FileLock, Timeout
 
 import baselines
 from sabo import SettingsWarning
-from sabo.protocol import NonFiniteValueError
+from sabo.protocol import NonFiniteValueError, check_iteration_advanced, checked_mean
 from sabo.validation import check_int, check_x0
 
 from . import stopping
@@ -364,7 +364,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
                     tally["rows"] += len(X)
                 mid_iteration = opt.nit == nit
                 if mid_iteration:  # first round of a two-round (SABO) iteration
-                    _check_rounds(opt, tally["rounds"])
+                    check_iteration_advanced(opt, tally["rounds"])
                     continue
                 _check_rows(opt, tally)  # the budget and the record's evaluation counts rely on it
                 tally = _new_tally(opt)
@@ -545,27 +545,16 @@ def checkpoint_progress(runs_dir, config: RunConfig) -> float:
 
 
 def _checked_mean(opt) -> np.ndarray:
-    """``opt.mean``, which every metric is computed at: a finite float64 vector of the problem's dimension.
+    """``opt.mean`` (:func:`sabo.protocol.checked_mean`), which every metric is computed at, and finite.
 
     The suite's optimizers never hold a non-finite state (``_require_finite`` refuses the update, and the run
     ends "diverged"); an optimizer that does breaks the protocol, and its run fails naming it."""
-    mean, name = opt.mean, type(opt).__name__
-    if not (isinstance(mean, np.ndarray) and mean.dtype == np.float64 and mean.shape == (opt.dim,)):
-        got = f"dtype {mean.dtype}, shape {mean.shape}" if isinstance(mean, np.ndarray) else type(mean).__name__
-        raise TypeError(f"{name}.mean must be a float64 array of shape ({opt.dim},); it is {got}")
+    mean = checked_mean(opt)
     if not np.all(np.isfinite(mean)):
-        raise ValueError(f"{name}.mean is not finite at iteration {opt.nit}: an update that makes the state non-finite "
-                         "must be refused (AskTellOptimizer._require_finite; the run then ends \"diverged\")")
+        raise ValueError(f"{type(opt).__name__}.mean is not finite at iteration {opt.nit}: an update that makes the "
+                         "state non-finite must be refused (AskTellOptimizer._require_finite; the run then ends "
+                         "\"diverged\")")
     return mean
-
-
-def _check_rounds(opt, rounds: int) -> None:
-    """An optimizer whose ``nit`` does not advance would loop forever: stop after its declared rounds."""
-    if rounds >= opt.rounds_per_iteration:
-        name = type(opt).__name__
-        raise RuntimeError(f"{name}.nit did not advance in {rounds} ask/tell round(s) (it stayed at {opt.nit}), though "
-                           f"one iteration takes {name}.rounds_per_iteration = {opt.rounds_per_iteration}: its _tell "
-                           "must add 1 to self._nit when an iteration completes")
 
 
 def _new_tally(opt) -> dict:

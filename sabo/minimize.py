@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .protocol import AskTellOptimizer
+from .protocol import AskTellOptimizer, check_iteration_advanced, checked_mean
 from .validation import as_real_array, check_int, check_x0, did_you_mean
 
 #: With ``bounds`` and no ``sigma0``, ``sigma0 = BOX_SIGMA0 * (high - low)`` in each coordinate bounded on
@@ -91,17 +91,6 @@ def _evaluate(fun: Callable, X: np.ndarray) -> np.ndarray:
     return values
 
 
-def _mean_of(opt: AskTellOptimizer) -> np.ndarray:
-    """``opt.mean``, refused with one ``TypeError`` unless it is a numpy float64 array of shape (d,)."""
-    mean = opt.mean
-    if not (isinstance(mean, np.ndarray) and mean.dtype == np.float64 and mean.shape == (opt.dim,)):
-        got = (f"an array of dtype {mean.dtype} and shape {mean.shape}" if isinstance(mean, np.ndarray)
-               else f"a {type(mean).__name__}")
-        raise TypeError(f"{type(opt).__name__}.mean must be a numpy float64 array of shape ({opt.dim},), one "
-                        f"entry per coordinate of x0; it is {got}")
-    return mean
-
-
 def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_iter: int | None = None,
         max_nfev: int | None = None, callback: Callable[[AskTellOptimizer], bool] | None = None,
         record_mean: bool = True) -> OptimizeResult:
@@ -150,20 +139,15 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
             stalled = 0
             record = {"nit": opt.nit, "nfev": opt.nfev, "f_best": opt.f_best}
             if record_mean:
-                record["mean"] = _mean_of(opt)
+                record["mean"] = checked_mean(opt)
             history.append(record)
             if callback is not None and callback(opt):
                 status = 2
                 break
         else:
             stalled += 1
-            if stalled >= opt.rounds_per_iteration:
-                name = type(opt).__name__
-                raise RuntimeError(f"{name}.nit did not advance in {stalled} ask/tell round(s) in a row (it stayed "
-                                   f"at {opt.nit}), though one iteration takes {name}.rounds_per_iteration = "
-                                   f"{opt.rounds_per_iteration}: its _tell must add 1 to self._nit when an "
-                                   "iteration completes, or run() could never reach max_iter")
-    x = _mean_of(opt)
+            check_iteration_advanced(opt, stalled)
+    x = checked_mean(opt)
     fx = float(_evaluate(fun, x[None, :])[0])
     # F(x) is an evaluation of the run (counted in nfev), so x competes for the best point
     x_best, fun_best = (x.copy(), fx) if fx < opt.f_best else (opt.x_best, opt.f_best)

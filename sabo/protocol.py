@@ -429,6 +429,30 @@ class AskTellOptimizer:
         self._rng = rng
 
 
+def checked_mean(opt: AskTellOptimizer) -> np.ndarray:
+    """``opt.mean``, refused with one ``TypeError`` naming the class unless it is a numpy float64 array of shape (d,).
+
+    For the drivers of the protocol (:func:`sabo.run`, the suite's run engine), which score the mean."""
+    mean = opt.mean
+    if not (isinstance(mean, np.ndarray) and mean.dtype == np.float64 and mean.shape == (opt.dim,)):
+        got = (f"an array of dtype {mean.dtype} and shape {mean.shape}" if isinstance(mean, np.ndarray)
+               else f"a {type(mean).__name__}")
+        raise TypeError(f"{type(opt).__name__}.mean must be a numpy float64 array of shape ({opt.dim},), one "
+                        f"entry per coordinate of x0; it is {got}")
+    return mean
+
+
+def check_iteration_advanced(opt: AskTellOptimizer, rounds: int) -> None:
+    """Refuse (``RuntimeError`` naming the class) an optimizer whose ``nit`` stayed put for ``rounds`` ask/tell
+    rounds in a row, ``rounds >= rounds_per_iteration``: it does not count iterations, and a driver waiting for
+    ``max_iter`` would loop forever (:func:`sabo.run`, the suite's run engine)."""
+    if rounds >= opt.rounds_per_iteration:
+        name = type(opt).__name__
+        raise RuntimeError(f"{name}.nit did not advance in {rounds} ask/tell round(s) in a row (it stayed at "
+                           f"{opt.nit}), though one iteration takes {name}.rounds_per_iteration = "
+                           f"{opt.rounds_per_iteration}: its _tell must add 1 to self._nit when an iteration completes")
+
+
 def generator_from_state(spec, where: str = "state['rng']") -> np.random.Generator:
     """A ``numpy.random.Generator`` from a saved ``{"bit_generator": name, "state": ...}``, validated.
 

@@ -339,14 +339,14 @@ def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
 
 
 @pytest.mark.parametrize("flaw, message", [
-    ("stalls", r"failed: RuntimeError: Flawed\.nit did not advance in 1 ask/tell round\(s\) \(it stayed at 0\), though "
-               r"one iteration takes Flawed\.rounds_per_iteration = 1"),
+    ("stalls", r"failed: RuntimeError: Flawed\.nit did not advance in 1 ask/tell round\(s\) in a row \(it stayed "
+               r"at 0\), though one iteration takes Flawed\.rounds_per_iteration = 1"),
     ("extra_row", r"failed: RuntimeError: Flawed's asks returned 7 rows in iteration 1, but it declared "
                   r"evals_per_iteration = 6"),
     ("nan_mean", r"failed: ValueError: Flawed\.mean is not finite at iteration 3: an update that makes the state "
                  r"non-finite must be refused"),
-    ("short_mean", r"failed: TypeError: Flawed\.mean must be a float64 array of shape \(4,\); it is dtype float64, "
-                   r"shape \(3,\)"),
+    ("short_mean", r"failed: TypeError: Flawed\.mean must be a numpy float64 array of shape \(4,\), one entry per "
+                   r"coordinate of x0; it is an array of dtype float64 and shape \(3,\)"),
 ])
 def test_an_optimizer_that_breaks_the_protocol_is_stopped_naming_it(tmp_path, monkeypatch, flaw, message):
     """A _tell that never advances nit looped forever; asks with more rows than declared overran evaluation budgets
