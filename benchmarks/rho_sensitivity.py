@@ -60,7 +60,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
@@ -77,7 +76,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's packages, not whichever one is 
 
 import sabo  # noqa: E402
 from baselines.ingo import INGO  # noqa: E402
-from replication.arguments import ArgumentParser, directory, int_at_least, positive_int, seed_int  # noqa: E402
+from replication.arguments import ArgumentParser, directory, int_at_least, number, positive_int, seed_int  # noqa: E402
 from replication.synthetic.functions import ellipsoid, levy  # noqa: E402
 from sabo.gaussian_search import ingo_default_popsize  # noqa: E402
 
@@ -565,22 +564,9 @@ def committed_outputs() -> list[Path]:
     return [paths["json"], paths["markdown"], paths["figure"].with_suffix(".png"), paths["figure"].with_suffix(".svg")]
 
 
-def _float_type(rule: str, accept):
-    """An argparse type: a finite float for which ``accept(value)`` holds, else a one-line refusal."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})") from None
-        if not (math.isfinite(value) and accept(value)):
-            raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})")
-        return value
-    return parse
-
-
-positive_float = _float_type("a finite number > 0", lambda v: v > 0)
-non_negative_float = _float_type("a finite number >= 0", lambda v: v >= 0)
-tolerance_float = _float_type("a number in (0, 1]", lambda v: 0 < v <= 1)
+positive_float = number(float, "a finite number > 0", lambda v: v > 0)
+non_negative_float = number(float, "a finite number >= 0", lambda v: v >= 0)
+tolerance_float = number(float, "a number in (0, 1]", lambda v: 0 < v <= 1)
 
 
 def popsize_rule(text: str) -> str:
@@ -596,14 +582,7 @@ def popsize_rule(text: str) -> str:
 def workers_int(text: str) -> int:
     """``--workers``: an integer from 1 to the machine's CPU count."""
     cpus = os.cpu_count() or 1
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= cpus:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {cpus}, this machine's CPU count "
-                                         f"(got {text!r})")
-    return value
+    return number(int, f"an integer from 1 to {cpus}, this machine's CPU count", lambda v: 1 <= v <= cpus)(text)
 
 
 def is_default_budget(args) -> bool:

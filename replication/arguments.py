@@ -15,36 +15,38 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog.split()[0]}: error: {one_line(message)}\n")
 
 
-def _number(text: str, kind, minimum, rule: str):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})") from None
-    if not (math.isfinite(value) and value >= minimum) or (kind is float and value == 0):
-        raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """``--workers``, the demo's ``--dim``: an integer >= 1."""
-    return _number(text, int, 1, "an integer >= 1")
+def number(kind, rule: str, accept):
+    """An argparse type: a finite ``kind`` (int or float) for which ``accept(value)`` holds, else the one-line
+    refusal ``must be <rule> (got '<text>')``."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})") from None
+        if not (math.isfinite(value) and accept(value)):
+            raise argparse.ArgumentTypeError(f"must be {rule} (got {text!r})")
+        return value
+    return parse
 
 
 def int_at_least(minimum: int):
     """An argparse type: an integer >= ``minimum``."""
-    def parse(text: str) -> int:
-        return _number(text, int, minimum, f"an integer >= {minimum}")
-    return parse
+    return number(int, f"an integer >= {minimum}", lambda value: value >= minimum)
+
+
+def positive_int(text: str) -> int:
+    """``--workers``, the demo's ``--dim``: an integer >= 1."""
+    return int_at_least(1)(text)
 
 
 def seed_int(text: str) -> int:
     """``--seed``: an integer >= 0."""
-    return _number(text, int, 0, "an integer >= 0")
+    return int_at_least(0)(text)
 
 
 def positive_seconds(text: str) -> float:
     """``--checkpoint-every``: a finite number of seconds > 0."""
-    return _number(text, float, 0, "a finite number of seconds > 0")
+    return number(float, "a finite number of seconds > 0", lambda value: value > 0)(text)
 
 
 def directory(text: str) -> str:
