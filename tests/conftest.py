@@ -39,6 +39,17 @@ def pytest_make_collect_report(collector):
 
 
 @pytest.fixture
+def registries(monkeypatch):
+    """Copies of both optimizer registries for the duration of a test (monkeypatch puts the originals back): what a
+    test registers stays in the test."""
+    import baselines
+    import sabo.protocol
+
+    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
+    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+
+
+@pytest.fixture
 def one_torch_thread():
     """Keep torch at one CPU thread for the test (the suite may share the machine with long jobs)."""
     import torch

@@ -9,6 +9,7 @@ import pytest
 
 from replication.config import RunConfig, code_version
 from replication.engine import checkpoint_path, execute
+from sabo.protocol import AskTellOptimizer
 
 
 def benchmark_script(name: str):
@@ -18,6 +19,34 @@ def benchmark_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def define_random_search(registry_name="toy_random_search", *, global_rng=False, rounds=1, default_popsize=10):
+    """A complete optimizer (not registered): Gaussian samples around the best point so far.
+
+    ``global_rng`` and ``rounds`` break it on purpose (draws from NumPy's global generator; claims
+    more ask/tell rounds per iteration than it takes) for the negative controls; ``default_popsize``
+    is its constructor's ``popsize`` default (the README's class has 10).
+    """
+    class RandomSearch(AskTellOptimizer):
+        name = registry_name
+        rounds_per_iteration = rounds
+
+        def __init__(self, x0, sigma0=1.0, popsize=default_popsize, seed=None, *, nonfinite="raise"):
+            super().__init__(x0, sigma0=sigma0, popsize=popsize, seed=seed, nonfinite=nonfinite)
+
+        @property
+        def mean(self):
+            return self.x_best
+
+        def _ask(self):
+            draw = np.random.standard_normal if global_rng else self._rng.standard_normal
+            return self._x_best + self._sigma0 * draw((self._popsize, self._dim))
+
+        def _tell(self, values):
+            self._nit += 1  # the base class keeps x_best, f_best and nfev
+
+    return RandomSearch
 
 
 def sphere(X):

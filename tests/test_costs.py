@@ -2,7 +2,7 @@
 from dataclasses import replace
 
 import pytest
-from helpers import small_config
+from helpers import define_random_search, small_config
 
 import sabo
 from baselines.cmaes import CMAES
@@ -61,43 +61,20 @@ def test_a_centre_point_is_costed_as_the_evaluation_it_is(method, params, rows):
     assert run_cost(budgeted, dim=20) == (1000 // rows) * cls.cost_per_iteration(20, 10)
 
 
-def test_a_run_without_popsize_is_costed_at_the_constructors_own_default(monkeypatch):
+def test_a_run_without_popsize_is_costed_at_the_constructors_own_default(registries):
     """The README's LocalSearch (``popsize=10`` in its constructor, no ``default_popsize``) in a study that passes
     no popsize (BBOB): costed at 10, what the constructor uses; with no default anywhere, one UsageError line."""
     import numpy as np
 
     import baselines
     from replication.errors import UsageError
-    from sabo.protocol import AskTellOptimizer
 
-    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
-    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
-
-    def optimizer(registry_name, default):
-        class Search(AskTellOptimizer):
-            name = registry_name
-
-            def __init__(self, x0, sigma0=1.0, popsize=default, seed=None, *, nonfinite="raise"):
-                super().__init__(x0, sigma0=sigma0, popsize=popsize, seed=seed, nonfinite=nonfinite)
-
-            @property
-            def mean(self):
-                return self.x_best
-
-            def _ask(self):
-                return self._x_best + self._sigma0 * self._rng.standard_normal((self._popsize, self._dim))
-
-            def _tell(self, values):
-                self._nit += 1
-
-        return baselines.register(Search)
-
-    local = optimizer("local_search", 10)
+    local = baselines.register(define_random_search("local_search"))
     cfg = RunConfig(study="synthetic", setting="s", problem={}, method="local_search", params={"sigma0": 1.0},
                     seed=0, budget={"max_iter": 7})
     assert evaluations_per_iteration(local, 5, None, {}) == 10 == local(np.zeros(5)).evals_per_iteration
     assert run_cost(cfg, dim=5) == 7 * local.cost_per_iteration(5, 10)
-    optimizer("needs_popsize", None)
+    baselines.register(define_random_search("needs_popsize", default_popsize=None))
     with pytest.raises(UsageError, match="has no default population size; pass popsize: its constructor has no "
                                          "numeric popsize default either; set popsize among the method's parameters"):
         run_cost(replace(cfg, method="needs_popsize"), dim=5)

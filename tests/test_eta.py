@@ -1,9 +1,9 @@
 """The progress bar's ETA (replication.eta): measured rates, resumed fractions, in-flight reports, the schedule."""
 import pytest
-from helpers import small_config
+from helpers import checkpoint_of, small_config
 
 from replication import executors
-from replication.engine import checkpoint_path, checkpoint_progress, execute
+from replication.engine import checkpoint_path, checkpoint_progress
 from replication.eta import Eta
 from replication.executors import run_configs
 
@@ -77,15 +77,7 @@ def test_checkpoint_progress_reads_the_fraction_done(tmp_path):
     config = small_config("ingo", dim=6, T=40)
     assert checkpoint_progress(tmp_path, config) == 0.0
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_10(nit, _):  # called before the checkpoint of iteration nit is written
-        if nit == 11:
-            raise Stop
-
-    with pytest.raises(Stop):
-        execute(config, tmp_path, checkpoint_every_s=1e9, checkpoint_every_iters=10, progress=stop_after_10)
+    checkpoint_of(config, tmp_path, iters=10)
     assert checkpoint_progress(tmp_path, config) == pytest.approx(10 / 40)  # T = 40: a curve point every iteration
     assert checkpoint_progress(tmp_path, small_config("ingo", dim=6, T=40, seed=1)) == 0.0
     checkpoint_path(tmp_path, small_config("ingo", dim=6, T=40, seed=1)).write_bytes(

@@ -1,7 +1,7 @@
 """Adding an optimizer is one class and one registration.
 
-A random search defined here, at test time, and registered the public way (the class attribute
-``name``, then ``baselines.register``) passes the registry-wide conformance checks of
+A random search defined at test time (``helpers.define_random_search``) and registered the public way
+(the class attribute ``name``, then ``baselines.register``) passes the registry-wide conformance checks of
 tests/test_protocol.py (the same functions, not copies), runs and resumes a synthetic-study run
 through the engine, is costed by the study and previewed by the demo; the registries are copies
 restored by monkeypatch, so other tests never see it. The README's example runs here too.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import deterministic_part, small_config
+from helpers import checkpoint_of, define_random_search, deterministic_part, small_config
 from test_protocol import (
     CHECKS,
     check_evals_per_iteration_matches_the_asks,
@@ -22,45 +22,11 @@ from test_protocol import (
 import baselines
 import sabo.protocol
 from replication import demo
-from replication.engine import checkpoint_path, execute
+from replication.engine import execute
 from replication.synthetic import study as synthetic
 from sabo.protocol import AskTellOptimizer
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def registries(monkeypatch):
-    """Copies of both registries for the duration of a test (monkeypatch puts the originals back)."""
-    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
-    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
-
-
-def define_random_search(registry_name="toy_random_search", *, global_rng=False, rounds=1):
-    """A complete optimizer: Gaussian samples around the best point so far.
-
-    ``global_rng`` and ``rounds`` break it on purpose (draws from NumPy's global generator; claims
-    more ask/tell rounds per iteration than it takes) for the negative controls.
-    """
-    class RandomSearch(AskTellOptimizer):
-        name = registry_name
-        rounds_per_iteration = rounds
-
-        def __init__(self, x0, sigma0=1.0, popsize=10, seed=None, *, nonfinite="raise"):
-            super().__init__(x0, sigma0=sigma0, popsize=popsize, seed=seed, nonfinite=nonfinite)
-
-        @property
-        def mean(self):
-            return self.x_best
-
-        def _ask(self):
-            draw = np.random.standard_normal if global_rng else self._rng.standard_normal
-            return self._x_best + self._sigma0 * draw((self._popsize, self._dim))
-
-        def _tell(self, values):
-            self._nit += 1  # the base class keeps x_best, f_best and nfev
-
-    return RandomSearch
 
 
 @pytest.fixture
@@ -120,16 +86,7 @@ def test_a_registered_optimizer_runs_and_resumes_in_the_synthetic_study(random_s
     assert result["status"] == "completed" and result["evals_per_iteration"] == 10
     assert result["curve"]["nfev"][-1] == 600 and result["final"]["f_mean"] < result["curve"]["f_mean"][0]
 
-    class Stop(Exception):
-        pass
-
-    def stop_after_30(nit, _):  # called before the checkpoint of iteration nit is written
-        if nit == 31:
-            raise Stop
-
-    with pytest.raises(Stop):
-        execute(cfg, tmp_path / "resumed", checkpoint_every_s=1e9, checkpoint_every_iters=30, progress=stop_after_30)
-    assert checkpoint_path(tmp_path / "resumed", cfg).exists()
+    checkpoint_of(cfg, tmp_path / "resumed", iters=30)  # asserts that the checkpoint exists
     resumed = execute(cfg, tmp_path / "resumed")  # restored by registry name from the checkpoint
     assert resumed["provenance"]["resumed"] == 1
     assert deterministic_part(resumed) == deterministic_part(record)

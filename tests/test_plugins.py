@@ -40,10 +40,8 @@ def readme_blocks() -> dict[str, str]:
 
 
 @pytest.fixture
-def isolated(monkeypatch, tmp_path, umap_cache):
+def isolated(registries, monkeypatch, tmp_path, umap_cache):
     """A temporary directory on sys.path; registries, imported modules and the plugin record restored after."""
-    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
-    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
     monkeypatch.setattr(baselines, "_IMPORTED", {})
     monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(umap_cache))
     site = tmp_path / "site"

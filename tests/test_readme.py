@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import baselines
 import sabo
 import sabo.protocol
 
@@ -29,9 +28,7 @@ def test_the_readme_has_python_blocks():
     assert len(python_blocks()) >= 2
 
 
-def test_every_python_block_of_the_readme_runs(monkeypatch, capsys):
-    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
-    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
+def test_every_python_block_of_the_readme_runs(registries, capsys):
     namespace: dict = {}
     for line, code in python_blocks():
         # padded so a traceback names the README's own line numbers

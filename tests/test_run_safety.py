@@ -289,12 +289,9 @@ def failing_optimizer(after: int):
 
 
 @pytest.fixture
-def failing(monkeypatch):
+def failing(registries):
     import baselines
-    import sabo.protocol
 
-    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
-    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
     return baselines.register(failing_optimizer(after=12))
 
 
@@ -348,16 +345,12 @@ def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
     ("short_mean", r"failed: TypeError: Flawed\.mean must be a numpy float64 array of shape \(4,\), one entry per "
                    r"coordinate of x0; it is an array of dtype float64 and shape \(3,\)"),
 ])
-def test_an_optimizer_that_breaks_the_protocol_is_stopped_naming_it(tmp_path, monkeypatch, flaw, message):
+def test_an_optimizer_that_breaks_the_protocol_is_stopped_naming_it(tmp_path, registries, flaw, message):
     """A _tell that never advances nit looped forever; asks with more rows than declared overran evaluation budgets
     and recorded the wrong evaluation counts; a NaN mean was recorded "completed" with error NaN, a short one failed
     inside the problem's metrics: each stops the run (RunFailed) naming the optimizer."""
     import baselines
-    import sabo.protocol
     from replication.errors import RunFailed
-
-    monkeypatch.setattr(sabo.protocol, "OPTIMIZERS", dict(sabo.protocol.OPTIMIZERS))
-    monkeypatch.setattr(baselines, "REGISTRY", dict(baselines.REGISTRY))
 
     class Flawed(baselines.get("ingo")):
         name = "flawed"
