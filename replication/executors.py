@@ -14,9 +14,10 @@ resumes them, if it died).
 The progress bar counts work, not runs: it advances by each finished run's share of the summed
 cost estimates (``Study.cost``, :func:`cost_shares`), with runs done / total beside it. Its ETA
 is not the bar's rate: :mod:`replication.eta` calibrates the cost estimates with the measured
-times of finished runs (per method and setting, earlier sessions' records included), counts
-what a resumed run's checkpoint has done, and schedules the runs left on the executor's
-workers; it shows once a run has finished.
+times of finished runs (per method and setting, earlier sessions' records included) and the
+progress running runs report (local executors), counts what a resumed run's checkpoint has
+done, and schedules the runs left on the executor's workers; it shows once a run has finished
+or reported.
 
 Stopping (:mod:`replication.stopping`): on Ctrl-C or SIGTERM queued runs are cancelled, running
 ones write a checkpoint at their next iteration boundary, and :class:`StopRequested` reaches
