@@ -1,6 +1,13 @@
 """Per-iteration optimizer overhead of every method, as a ratio to CMA-ES (pycma) in the same run.
 
     python benchmarks/optimizer_overhead.py [--dims 200 1000] [--popsize 100] [--seconds 3]
+    python benchmarks/optimizer_overhead.py --hints [--seconds 1]
+
+``--hints`` checks the optimizers' declared ``cost_per_iteration`` (what orders runs and sizes the
+progress bar before the ETA has measured a method) against measured times on a grid of d and N,
+one BLAS thread as the executors run: per (method, d, N) the measured microseconds per unit of the
+hint, and per method the spread of that over the grid (max / min; 1 for a perfect hint, up to a
+common scale that the ETA measures anyway).
 
 Each optimizer runs on a zero-cost objective (a fixed, pre-drawn value array per population
 size), so the time measured is the optimizer's own ask/tell work. One "iteration" is one
@@ -39,13 +46,39 @@ def ms_per_iteration(opt, seconds: float) -> float:
     return (time.perf_counter() - t0) / count * 1e3
 
 
+HINT_GRID = [(2, 6), (10, 10), (40, 15), (200, 10), (200, 100), (1000, 50)]  # (d, N): BBOB's small end to the studies'
+
+
+def hints(names, seconds: float) -> None:
+    from replication.executors import one_thread
+
+    one_thread()
+    print("microseconds per unit of cost_per_iteration (one BLAS thread)")
+    print(f"{'d':>6}{'N':>5}" + "".join(f"{n:>10}" for n in names))
+    per_unit = {n: [] for n in names}
+    for d, n_pop in HINT_GRID:
+        row = []
+        for n in names:
+            cls = baselines.REGISTRY[n]
+            ms = ms_per_iteration(baselines.make(n, x0=np.zeros(d), popsize=n_pop, seed=0), seconds)
+            per_unit[n].append(ms * 1e3 / cls.cost_per_iteration(d, n_pop))
+            row.append(per_unit[n][-1])
+        print(f"{d:>6}{n_pop:>5}" + "".join(f"{u:>10.4f}" for u in row))
+    print(f"{'spread':>11}" + "".join(f"{max(u) / min(u):>10.1f}" for u in per_unit.values()))
+    everything = [u for v in per_unit.values() for u in v]
+    print(f"spread over all methods and sizes: {max(everything) / min(everything):.1f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dims", type=int, nargs="+", default=[200, 1000])
     ap.add_argument("--popsize", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--hints", action="store_true", help="check the declared cost_per_iteration hints")
     args = ap.parse_args(argv)
     names = ["sabo", "ingo", "bes", "mmes", "cmaes"]
+    if args.hints:
+        return hints(names, args.seconds)
     print(f"N = {args.popsize}; ms per iteration (ratio to CMA-ES)")
     print(f"{'d':>6}" + "".join(f"{n:>20}" for n in names))
     for d in args.dims:

@@ -237,8 +237,10 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
             checkpoint_every_iters: int | None = None, progress=None, wait_for_lock: bool = True) -> dict:
     """Run ``config`` to completion (or resume it) and return its record; see the module docstring.
 
-    ``progress``, if given, is called as ``progress(nit, max_iter)`` after every iteration; what it
-    raises reaches the caller as raised (anything else a run raises becomes :class:`RunFailed`).
+    ``progress``, if given, is called as ``progress(done, total)`` after every iteration: iterations
+    ``(nit, max_iter)``, or under an evaluation budget evaluations ``(nfev, max_evals)`` (there the
+    iterations can differ in size, e.g. MMES's first evaluates x0 too, and ``max_iter`` is an
+    estimate); what it raises reaches the caller as raised (anything else a run raises becomes :class:`RunFailed`).
     ``wait_for_lock=False`` raises :class:`RunBusy` instead of waiting while another process
     executes the same run.
     """
@@ -372,7 +374,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
                     add_point()
                 if progress is not None:
                     try:
-                        progress(opt.nit, max_iter)
+                        progress(*((opt.nit, max_iter) if max_evals is None else (opt.nfev, max_evals)))
                     except Exception as exc:
                         raise _ProgressRaised from exc
                 now = time.perf_counter()
@@ -538,7 +540,9 @@ def checkpoint_progress(runs_dir, config: RunConfig) -> float:
         state = read_state(ckpt)
         if state.get("config_hash") != config.hash:
             return 0.0
-        done, total = state["curve"]["columns"]["nit"][-1], state["max_iter"]
+        column, total = (("nit", state["max_iter"]) if "max_evals" not in config.budget else
+                         ("nfev", config.budget["max_evals"]))
+        done = state["curve"]["columns"][column][-1]
         return min(max(float(done) / float(total), 0.0), 1.0) if total > 0 else 0.0
     except Exception:  # any defect: no progress known
         return 0.0

@@ -64,7 +64,7 @@ BUSY = "busy"
 PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{elapsed}{postfix}]"
 ETA_EVERY_S = 1.0  # the ETA schedules every run left: recomputed at most this often
 REPORT_EVERY_S = 2.0  # how often a running run reports its progress
-_reports = None  # in a local worker: the queue its runs report progress on
+_reports = None  # in a local worker: the _Reports its runs report progress on
 
 
 class _Reporter:
@@ -74,13 +74,38 @@ class _Reporter:
     def __init__(self, key: str, send):
         self.key, self.send, self._first, self._last = key, send, None, -math.inf
 
-    def __call__(self, nit: int, max_iter: int) -> None:
+    def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
         if self._first is None:
-            self._first = (nit, now)
-        elif now - self._last >= REPORT_EVERY_S and max_iter > 0:
+            self._first = (done, now)
+        elif now - self._last >= REPORT_EVERY_S and total > 0:
             self._last = now
-            self.send((self.key, now - self._first[1], (nit - self._first[0]) / max_iter, 1 - nit / max_iter))
+            self.send((self.key, now - self._first[1], (done - self._first[0]) / total, max(1 - done / total, 0.0)))
+
+
+class _Reports:
+    """Progress reports from local workers to the parent, through a pipe that workers never wait on.
+
+    A report only feeds the ETA, so one that finds the pipe full (the parent not reading: suspended,
+    or busy for minutes) is dropped rather than stalling the run that sends it. A report is a few
+    dozen bytes, under the pipe's atomic-write size, so it is written whole or not at all.
+    """
+
+    def __init__(self, ctx):
+        self._reader, self._writer = ctx.Pipe(duplex=False)
+        os.set_blocking(self._writer.fileno(), False)  # shared by every worker's copy of this end
+        self._lock = ctx.Lock()
+
+    def offer(self, report) -> None:
+        with self._lock:
+            try:
+                self._writer.send(report)
+            except BlockingIOError:
+                pass
+
+    def drain(self):
+        while self._reader.poll():
+            yield self._reader.recv()
 
 
 def one_thread():
@@ -136,7 +161,7 @@ def _execute(config_dict: dict, runs_dir: str, checkpoint_every_s: float, wait_f
     for spec in plugins:
         baselines.load_class(spec, allow=[spec.partition(":")[0]])  # allowed by the parent's params.yaml
     config = RunConfig.from_dict(config_dict)
-    progress = None if _reports is None else _Reporter(config.hash, _reports.put)
+    progress = None if _reports is None else _Reporter(config.hash, _reports.offer)
     try:
         with stopping.task():
             return execute(config, runs_dir, checkpoint_every_s=checkpoint_every_s, wait_for_lock=wait_for_lock,
@@ -340,7 +365,7 @@ def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_
         devices = ctx.SimpleQueue()
         for device in worker_devices(workers, gpus):
             devices.put(device)
-    reports = ctx.SimpleQueue()
+    reports = _Reports(ctx)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(os.getpid(), devices, reports))
     busy = []
@@ -351,8 +376,8 @@ def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_
                    for c in todo}
         while pending:
             done, _ = wait(pending, timeout=ETA_EVERY_S, return_when=FIRST_COMPLETED)
-            while not reports.empty():
-                tracker.progress(reports.get())
+            for report in reports.drain():
+                tracker.progress(report)
             if not done:
                 tracker.tick()
             for future in done:

@@ -87,6 +87,18 @@ def test_checkpoint_progress_reads_the_fraction_done(tmp_path):
     assert checkpoint_progress(tmp_path, config) == 0.0
 
 
+def test_progress_under_an_evaluation_budget_counts_evaluations(tmp_path):
+    """MMES's first iteration evaluates x0 too (N + 1 rows), so max_evals // (N + 1) underestimates its
+    iterations: counted in iterations, a finished run reported 11 of 10 done. In evaluations it ends in (0, 1]."""
+    from replication.engine import execute
+
+    reports = []
+    config = small_config("mmes", dim=6, popsize=9, max_evals=100)
+    execute(config, tmp_path, progress=lambda done, total: reports.append(done / total))
+    assert all(0 < r <= 1 for r in reports) and reports == sorted(reports)
+    assert reports[-1] > 1 - 9 / 100  # no room for another iteration of N = 9
+
+
 def test_the_bar_shows_an_eta_from_earlier_records_and_from_running_runs(tmp_path, monkeypatch):
     from test_executors import RecordingBar
 

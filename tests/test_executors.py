@@ -147,3 +147,24 @@ print(json.dumps([sorted(set(seen)), after]))
     during, after = json.loads(out.stdout.splitlines()[-1])
     assert during == [[1, 1]]
     assert after[1:] == [2, None] and after[0] > 1 or os.cpu_count() == 1  # the caller's own settings restored
+
+
+def test_progress_reports_never_stall_a_worker_when_the_parent_does_not_read():
+    """A worker's report to a parent that is not reading is dropped once the pipe is full, not waited on
+    (a blocking queue stalled the run); what the parent then reads are whole reports, and later ones pass."""
+    import multiprocessing
+    import threading
+
+    from replication.executors import _Reports
+
+    reports = _Reports(multiprocessing.get_context("spawn"))
+    sender = threading.Thread(target=lambda: [reports.offer((f"{i:016x}", 2.0, 0.25, 0.5)) for i in range(20_000)],
+                              daemon=True)
+    sender.start()
+    sender.join(timeout=60)
+    assert not sender.is_alive(), "offer() blocked on a full pipe"
+    read = list(reports.drain())
+    assert 0 < len(read) < 20_000
+    assert read == [(f"{i:016x}", 2.0, 0.25, 0.5) for i in range(len(read))]  # whole, in order, the first ones
+    reports.offer(("later", 1.0, 0.5, 0.5))
+    assert list(reports.drain()) == [("later", 1.0, 0.5, 0.5)]

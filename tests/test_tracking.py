@@ -214,8 +214,9 @@ def test_aggregates_resist_one_diverged_seed():
     assert agg["mean"] == pytest.approx(1e24 / 3)  # what the mean alone says: the divergence
     assert aggregate([0.0, 1.0])["geomean"] == 0.0 and "geomean" not in aggregate([-1.0, 1.0])
     assert aggregate([1e300, 1e300, 1e-300]).keys() == {"mean", "median", "geomean"}  # std overflows: left out
-    assert aggregate([float("nan"), float("inf"), 3.0]) == pytest.approx({"mean": 3.0, "std": 0.0, "median": 3.0,
-                                                                          "geomean": 3.0})
+    # one finite value: no std (a 0 would read as seeds that agree)
+    assert aggregate([float("nan"), float("inf"), 3.0]) == pytest.approx({"mean": 3.0, "median": 3.0, "geomean": 3.0})
+    assert aggregate([2.0, 4.0])["std"] == pytest.approx(math.sqrt(2.0))
 
 
 def test_median_curve_carries_a_stopped_seed_and_skips_unknown_points():

@@ -141,8 +141,7 @@ def make_problem(config: RunConfig) -> SyntheticProblem:
 
 
 def x0(config: RunConfig) -> np.ndarray:
-    pr = config.problem
-    return initial_mean(pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())
+    return make_problem(config).x0  # building the problem draws only mu0
 
 
 def cost(config: RunConfig) -> float:
