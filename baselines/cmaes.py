@@ -200,15 +200,16 @@ class CMAES(TellReplay, AskTellOptimizer):
 
     @classmethod
     def cost_per_iteration(cls, dim: int, popsize: int) -> float:
-        """pycma's full covariance: O(N d^2) per iteration, not the O(N d) of diagonal methods.
+        """pycma's full covariance: N (d^2 / 16 + 16 d) + 1.5 d^2 + 70,000, not the N d of diagonal methods.
 
-        Sampling (B D z), the rank-mu update and the eigendecomposition (O(d^3), which pycma
-        redoes lazily every O(d / N) iterations: amortised O(N d^2) again) all grow like N d^2;
-        the 1/25 puts BLAS-backed d^2 work on the scale of the other methods' per-coordinate
-        work (CMA-ES at d = 200 about 8x a diagonal method; ``benchmarks/optimizer_overhead.py``
-        measures the actual ratios).
+        Sampling (B D z) and the rank-mu update grow like N d^2, the rank-one and path updates like
+        d^2 per iteration, and the eigendecomposition (O(d^3), redone lazily every O(d / N)
+        iterations) is amortised into both; pycma's Python per iteration (about 1 ms) is the
+        constant, which decides COCO's small dimensions. Fitted to one-thread times on d = 2 .. 1000,
+        N = 6 .. 100 (``python benchmarks/optimizer_overhead.py --hints``), in the units of the
+        diagonal methods (:meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration`).
         """
-        return popsize * dim * dim / 25.0
+        return popsize * (dim * dim / 16.0 + 16.0 * dim) + 1.5 * dim * dim + 70_000.0
 
     def _ask(self) -> np.ndarray:
         return np.array(self._es.ask(), dtype=np.float64)

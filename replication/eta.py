@@ -12,6 +12,13 @@ measured times and schedules what is left:
   done so far, so a method has a rate long before its first run ends. A run's predicted time is
   its cost times the rate of the most specific group with a measurement: its (method,
   setting), else its method, else all runs measured. Before any measurement there is no ETA.
+* **This session first.** Earlier sessions' records may have run under another load, another
+  ``--workers``, or on another machine. A group measured in this session (runs finished or
+  reporting) is predicted from this session's times alone; one measured only earlier, from its
+  earlier rate times the load factor: the median, over the groups measured both ways, of this
+  session's rate over the earlier one (1 until there is such a group). The image study's rerun
+  of 169 runs, predicted from 1,700 records made under another load, showed a 19-minute ETA for
+  5.5 minutes of work before this.
 * **Running and resumed runs.** A running run that reports progress is predicted from its own
   rate for the iterations it has left; one that does not yet, from its group's rate less the
   time it has run. A run resumed from a checkpoint is predicted for the fraction of its
@@ -28,6 +35,8 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass
@@ -58,12 +67,14 @@ class Eta:
         self._order = list(self._queue)
         self._next = 0                            # index in _order of the next run to start
         self._running: set = set()
-        self._measured = defaultdict(lambda: [0.0, 0.0])  # group (None: all) -> [seconds, cost] of finished runs
+        # group (None: all) -> [seconds, cost] of finished runs: this session's, and earlier sessions'
+        self._measured = defaultdict(lambda: [0.0, 0.0])
+        self._earlier = defaultdict(lambda: [0.0, 0.0])
 
-    def observe(self, groups, cost: float, seconds: float) -> None:
-        """A finished run's cost estimate and measured wall time."""
+    def observe(self, groups, cost: float, seconds: float, *, earlier: bool = False) -> None:
+        """A finished run's cost estimate and measured wall time; ``earlier``: a record of an earlier session."""
         if _cost(cost) > 0 and _cost(seconds) > 0:
-            _add(self._measured, groups, seconds, cost)
+            _add(self._earlier if earlier else self._measured, groups, seconds, cost)
 
     def start(self, slots: int, now: float) -> None:
         """The executor begins with ``slots`` workers: the first runs of the queue are running."""
@@ -94,11 +105,12 @@ class Eta:
 
     def seconds_left(self, now: float) -> float | None:
         """Predicted seconds until the last run ends, or None before any measurement."""
-        rates = defaultdict(lambda: [0.0, 0.0], {g: list(v) for g, v in self._measured.items()})
+        session = defaultdict(lambda: [0.0, 0.0], {g: list(v) for g, v in self._measured.items()})
         running = [self._queue[key] for key in self._running]
         for run in running:
             if run.reported is not None:
-                _add(rates, run.groups, run.seconds, run.cost * run.done)
+                _add(session, run.groups, run.seconds, run.cost * run.done)
+        rates = _rates(dict(session), self._earlier)
         if None not in rates:
             return None
         free = [self._running_left(run, rates, now) for run in running]
@@ -137,7 +149,17 @@ def _add(totals, groups, seconds: float, cost: float) -> None:
         totals[group][1] += cost
 
 
+def _rates(session: dict, earlier: dict) -> dict:
+    """Seconds per unit of cost per group: this session's where measured, else the earlier one times the load
+    factor (the median ratio of the two over the groups, all runs apart, measured both ways; 1 without one)."""
+    both = [session[g][0] / session[g][1] / (earlier[g][0] / earlier[g][1])
+            for g in session if g is not None and g in earlier]
+    factor = float(np.median(both)) if both else 1.0
+    rates = {g: seconds * factor / cost for g, (seconds, cost) in earlier.items()}
+    rates.update({g: seconds / cost for g, (seconds, cost) in session.items()})
+    return rates
+
+
 def _predict(run: _Run, rates) -> float:
     """Seconds for what is left of ``run`` at the rate of its most specific measured group."""
-    seconds, cost = next((rates[g] for g in run.groups if g in rates), rates[None])
-    return run.cost * seconds / cost * run.left
+    return run.cost * next((rates[g] for g in run.groups if g in rates), rates[None]) * run.left

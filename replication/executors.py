@@ -237,7 +237,7 @@ class _Progress:
         self.eta = Eta([(c.hash, shares[c.hash], self._groups[c.hash],
                          1.0 - checkpoint_progress(runs_dir, c) if enabled else 1.0) for c in todo])
         for record in records.values():
-            self._observe(record)
+            self._observe(record, earlier=True)
         self._last_label, self._held, self._waiting, self._eta_text, self._eta_at = None, set(), False, "", -math.inf
         self.bar = tqdm(total=100.0, initial=sum(shares[h] for h in records), desc="runs",
                         bar_format=PROGRESS_FORMAT, disable=not enabled, dynamic_ncols=True)
@@ -286,11 +286,12 @@ class _Progress:
     def close(self) -> None:
         self.bar.close()
 
-    def _observe(self, record: dict) -> None:
+    def _observe(self, record: dict, *, earlier: bool = False) -> None:
         """A finished record's time calibrates its groups (not a diverged one's: it stopped early)."""
         key = record["config_hash"]
         if key in self.shares and record["result"]["status"] == "completed":
-            self.eta.observe(self._groups[key], self.shares[key], record["provenance"].get("wall_time_s") or 0.0)
+            self.eta.observe(self._groups[key], self.shares[key], record["provenance"].get("wall_time_s") or 0.0,
+                             earlier=earlier)
 
     def _show(self, update: float = 0.0) -> None:
         now = time.monotonic()

@@ -40,6 +40,11 @@ NONFINITE_POLICIES = ("raise", "worst")
 MAX_POPSIZE = 10**6
 MAX_POPULATION_ELEMENTS = 2**28
 
+#: The fixed part of one ask/tell round in :meth:`AskTellOptimizer.cost_per_iteration`'s units
+#: (one coordinate of one sample): measured 70-100 us per round for INGO, BES, MMES and SABO at
+#: d = 2 (``benchmarks/optimizer_overhead.py --hints``), the work of about 5,000 coordinates.
+ROUND_OVERHEAD = 5000.0
+
 #: Version of the layout written by :meth:`AskTellOptimizer.state_dict`.
 STATE_FORMAT = 2
 
@@ -295,13 +300,17 @@ class AskTellOptimizer:
     def cost_per_iteration(cls, dim: int, popsize: int) -> float:
         """Relative work of the optimizer's own ask/tell in one iteration, without the objective.
 
-        A hint for scheduling (start the longest runs first), in units of one coordinate of one
-        sample: sampling and a diagonal or low-rank update touch each coordinate of each row a
-        bounded number of times, so the default is ``rounds_per_iteration * popsize * dim``. A
-        method whose work grows faster (full-covariance CMA-ES: N d^2) overrides it. Studies add
-        their objective's cost per evaluation (:mod:`replication.costs`).
+        A hint for scheduling (start the longest runs first) and, until a method's runs are
+        measured, for the progress bar's ETA, in units of one coordinate of one sample (about
+        0.015 us for the built-in diagonal methods on one core). Sampling and a diagonal or
+        low-rank update touch each coordinate of each row a bounded number of times; each ask/tell
+        round also costs a fixed :data:`ROUND_OVERHEAD` of Python and validation, which decides
+        the small runs (COCO's d = 2 .. 40). So the default is ``rounds_per_iteration * (popsize *
+        dim + ROUND_OVERHEAD)``. A method whose work grows faster (full-covariance CMA-ES: N d^2)
+        overrides it. Studies add their objective's cost per evaluation (:mod:`replication.costs`);
+        ``python benchmarks/optimizer_overhead.py --hints`` measures the hints against run times.
         """
-        return float(cls.rounds_per_iteration * popsize * dim)
+        return float(cls.rounds_per_iteration * (popsize * dim + ROUND_OVERHEAD))
 
     @property
     def mean(self) -> np.ndarray:  # pragma: no cover - abstract

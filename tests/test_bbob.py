@@ -91,8 +91,11 @@ def test_an_interrupted_run_restarts_and_leaves_one_coco_log(tmp_path):
     class Killed(Exception):
         pass
 
-    def kill_at_5(nit, _max_iter):
-        if nit == 5:
+    calls = []
+
+    def kill_at_5(_done, _total):  # after the fifth iteration (an evaluation budget: done counts evaluations)
+        calls.append(1)
+        if len(calls) == 5:
             raise Killed
 
     with pytest.raises(Killed):

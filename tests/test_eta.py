@@ -139,3 +139,17 @@ def test_a_run_held_by_another_process_frees_its_worker_and_is_queued_again():
     assert eta.seconds_left(0.0) == pytest.approx(6.0)   # r1: 3 | r2: 2, then r0 (4) on the worker free at 2
     eta.progress("r2", seconds=1.0, done=0.5, left=0.5, now=1.0)  # r2 reports: it is running
     assert eta.seconds_left(1.0) == pytest.approx(5.0)
+
+
+def test_this_sessions_times_come_first_and_scale_the_earlier_ones():
+    """Earlier records ran at 4 s per unit; this session runs 4x faster. A group measured now is predicted from
+    now alone, one measured only earlier at its earlier rate times the factor the shared groups show (1/4)."""
+    eta = Eta([("a", 1.0, ("fast_now",), 1.0), ("b", 1.0, ("earlier_only",), 1.0)])
+    for group in ("fast_now", "earlier_only"):
+        eta.observe((group,), cost=1.0, seconds=4.0, earlier=True)
+    eta.start(1, now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(8.0)  # nothing measured now: the earlier rates as they are
+    eta.observe(("fast_now",), cost=1.0, seconds=1.0)    # a run of this session (not in todo) at 1 s per unit
+    assert eta.seconds_left(0.0) == pytest.approx(1.0 + 4.0 / 4)
+    eta.finished("a", now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(1.0)
