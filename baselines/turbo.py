@@ -356,9 +356,12 @@ class TuRBO1(AskTellOptimizer):
 
         50 Adam steps each build the n x n kernel (n^2 d) and factor it (n^3 / 3); the draw builds the
         n_c x n cross-covariance (n_c n d), the posterior covariance (n_c^2 n) and its factor
-        (n_c^3 / 3), n_c = min(100 d, 5000). Divided by 25 like CMA-ES's BLAS-backed work. The data
-        grows through a run (and shrinks at restarts), so this is a representative size, not an
-        average; ``benchmarks/bo_cost.py`` measures the actual times.
+        (n_c^3 / 3), n_c = min(100 d, 5000). Divided by 25: large float64 BLAS-3 products and
+        factorisations run about 25 multiply-adds per unit of
+        :meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration` (~0.015 us), which puts N = 100
+        at 17-25 min per iteration, as ``benchmarks/bo_cost.py`` extrapolated for n = 5000 on one
+        thread (README). The data grows through a run (and shrinks at restarts), so this is a
+        representative size, not an average.
         """
         n, n_c = 50.0 * popsize, float(max(min(100 * dim, 5000), popsize))
         fit = 50.0 * (n * n * dim + n**3 / 3.0)

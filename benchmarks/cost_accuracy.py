@@ -41,7 +41,9 @@ def rates(runs_dir: Path, study: str) -> dict[str, list[tuple[float, float]]]:
         if record["result"]["status"] != "completed":
             continue
         config = RunConfig.from_dict(record["config"])
-        out[config.method].append((get_study(study).cost(config), record["provenance"]["wall_time_s"]))
+        cost, seconds = get_study(study).cost(config), record["provenance"].get("wall_time_s") or 0.0
+        if cost > 0 and seconds > 0:  # not an evaluation without optimizer (max_iter = 0), not an old record
+            out[config.method].append((cost, seconds))
     return out
 
 

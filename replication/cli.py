@@ -278,9 +278,11 @@ def cmd_run_one(args) -> int:
     one_thread()  # as in the executors' workers: the record does not depend on how it was run (until exit)
     config = configs[0]
     # closed however execute ends, so that a stop's message starts on a line of its own
-    with tqdm(total=config.budget.get("max_iter"), desc=config.label, unit="it", disable=args.quiet) as bar:
-        def progress(nit, _max_iter):
-            bar.update(nit - bar.n)
+    evaluations = "max_evals" in config.budget  # execute then reports evaluations, not iterations
+    with tqdm(total=config.budget.get("max_evals" if evaluations else "max_iter"), desc=config.label,
+              unit="evals" if evaluations else "it", disable=args.quiet) as bar:
+        def progress(done, _total):
+            bar.update(done - bar.n)
 
         record = execute(config, args.runs_dir, checkpoint_every_s=args.checkpoint_every, progress=progress)
     logger = make_logger(args, params)

@@ -510,7 +510,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
         if opt.dim != problem.x0.size:
             raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
         max_iter = iterations(config.budget, opt.evals_per_iteration)
-        if "max_evals" in config.budget:  # only the grid and the progress bar read it; the loop counts evaluations
+        if "max_evals" in config.budget:  # only the curve's grid reads it; the loop counts evaluations
             max_iter = check_int("max_iter", state.get("max_iter", max_iter), minimum=0,
                                  maximum=int(config.budget["max_evals"]))
         curve = Curve.from_state(max_iter, state["curve"])
@@ -528,7 +528,8 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
 
 
 def checkpoint_progress(runs_dir, config: RunConfig) -> float:
-    """The fraction of ``config``'s iterations its checkpoint holds (at its last curve point), 0.0 without one.
+    """The fraction of ``config``'s iterations (under ``max_evals``: evaluations) its checkpoint holds, at its
+    last curve point; 0.0 without one.
 
     For the progress bar's ETA only: nothing is changed, and a checkpoint that is unreadable or
     holds another run counts as no progress (the run itself decides what to do with it).

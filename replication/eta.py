@@ -8,44 +8,45 @@ measured times and schedules what is left:
 
 * **Rates.** A finished run's measured wall time (``provenance.wall_time_s``, earlier sessions'
   records included) over its cost estimate is its seconds per unit of cost. A running run that
-  reports its progress (iterations done / planned, with the seconds they took) adds what it has
-  done so far, so a method has a rate long before its first run ends. A run's predicted time is
+  reports its progress (iterations, or evaluations under an evaluation budget, done / planned,
+  with the seconds they took) adds what it has done so far, so a method has a rate long before
+  its first run ends. A run's predicted time is
   its cost times the rate of the most specific group with a measurement: its (method,
   setting), else its method, else all runs measured. Before any measurement there is no ETA.
 * **This session first.** Earlier sessions' records may have run under another load, another
   ``--workers``, or on another machine. A group measured in this session (runs finished or
   reporting) is predicted from this session's times alone; one measured only earlier, from its
   earlier rate times the load factor: the median, over the groups measured both ways, of this
-  session's rate over the earlier one (1 until there is such a group). The image study's rerun
-  of 169 runs, predicted from 1,700 records made under another load, showed a 19-minute ETA for
-  5.5 minutes of work before this.
+  session's rate over the earlier one (1 until there is such a group). A running run's reports
+  leave out its set-up and first iteration, which its record's time includes, so for runs of a
+  few seconds the factor reads the session a little fast until runs finish.
 * **Running and resumed runs.** A running run that reports progress is predicted from its own
-  rate for the iterations it has left; one that does not yet, from its group's rate less the
-  time it has run. A run resumed from a checkpoint is predicted for the fraction of its
-  iterations left (:func:`replication.engine.checkpoint_progress`).
+  rate for what it has left; one that does not yet, from its group's rate less the time it has
+  run. A run resumed from a checkpoint is predicted for the fraction of its iterations (or
+  evaluations) left (:func:`replication.engine.checkpoint_progress`).
 * **Schedule.** Runs start in queue order on ``slots`` workers, as the executors start them
   (longest first); each queued run goes to the worker that frees first. The ETA is when the
   last one ends, so a long run at the end counts as such, not as its share of the work.
 
 What it cannot know: a run slower than predicted (it counts as ending now), a change of the
-machine's load, and, before a method has run for a while, how its rate differs from the others'.
+machine's load during the session, and, before a method has run for a while, how its rate
+differs from the others'.
 """
 from __future__ import annotations
 
 import heapq
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
-
-import numpy as np
 
 
 @dataclass
 class _Run:
     cost: float
     groups: tuple                  # most specific first
-    left: float                    # fraction of the run's iterations still to compute
+    left: float                    # fraction of the run's iterations (evaluations) still to compute
     started: float | None = None   # when it started (the clock of the caller's ``now``)
-    seconds: float = 0.0           # reported: ``done`` of its iterations took ``seconds``
+    seconds: float = 0.0           # reported: the fraction ``done`` took ``seconds``
     done: float = 0.0
     reported: float | None = None  # when the last report arrived
 
@@ -55,7 +56,7 @@ class Eta:
 
     ``todo``: ``(key, cost, groups, fraction_left)`` per run, ``groups`` the keys whose rates
     apply, most specific first. Call :meth:`observe` with every finished run's measured time
-    (earlier sessions' records too), :meth:`start` when the executor begins, :meth:`progress`
+    (earlier sessions' records too, with ``earlier=True``), :meth:`start` when the executor begins, :meth:`progress`
     when a running run reports, :meth:`finished` when a run of ``todo`` ends, :meth:`released`
     when one is handed back unrun (held by another process; it is queued again). A cost that is
     not a positive number counts as 0: such a run is predicted to take no time and measures no rate.
@@ -84,7 +85,8 @@ class Eta:
         self._fill(now)
 
     def progress(self, key, seconds: float, done: float, left: float, now: float) -> None:
-        """Running run ``key`` computed a fraction ``done`` of its iterations in ``seconds``; ``left`` remain."""
+        """Running run ``key`` computed a fraction ``done`` of its iterations (evaluations) in ``seconds``;
+        ``left`` remain."""
         run = self._queue.get(key)
         if run is not None and run.cost > 0 and done > 0 and _cost(seconds) > 0:
             run.seconds, run.done, run.left, run.reported = seconds, done, min(max(left, 0.0), 1.0), now
@@ -154,7 +156,7 @@ def _rates(session: dict, earlier: dict) -> dict:
     factor (the median ratio of the two over the groups, all runs apart, measured both ways; 1 without one)."""
     both = [session[g][0] / session[g][1] / (earlier[g][0] / earlier[g][1])
             for g in session if g is not None and g in earlier]
-    factor = float(np.median(both)) if both else 1.0
+    factor = statistics.median(both) if both else 1.0
     rates = {g: seconds * factor / cost for g, (seconds, cost) in earlier.items()}
     rates.update({g: seconds / cost for g, (seconds, cost) in session.items()})
     return rates

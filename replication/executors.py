@@ -80,28 +80,29 @@ class _Reporter:
             self._first = (done, now)
         elif now - self._last >= REPORT_EVERY_S and total > 0:
             self._last = now
-            self.send((self.key, now - self._first[1], (done - self._first[0]) / total, max(1 - done / total, 0.0)))
+            self.send((self.key, now - self._first[1], (done - self._first[0]) / total, 1 - done / total))
 
 
 class _Reports:
     """Progress reports from local workers to the parent, through a pipe that workers never wait on.
 
     A report only feeds the ETA, so one that finds the pipe full (the parent not reading: suspended,
-    or busy for minutes) is dropped rather than stalling the run that sends it. A report is a few
-    dozen bytes, under the pipe's atomic-write size, so it is written whole or not at all.
+    or busy for minutes) is dropped rather than stalling the run that sends it. A report (a config
+    hash and three floats) pickles to under 100 bytes, below the pipe's atomic-write size
+    (PIPE_BUF: 4096 bytes on Linux, 512 on macOS), and ``Connection.send`` writes it in one
+    ``write``: it arrives whole or not at all, never interleaved with another worker's. So no lock,
+    which a worker killed while holding it would leave held for the others.
     """
 
     def __init__(self, ctx):
         self._reader, self._writer = ctx.Pipe(duplex=False)
         os.set_blocking(self._writer.fileno(), False)  # shared by every worker's copy of this end
-        self._lock = ctx.Lock()
 
     def offer(self, report) -> None:
-        with self._lock:
-            try:
-                self._writer.send(report)
-            except BlockingIOError:
-                pass
+        try:
+            self._writer.send(report)
+        except BlockingIOError:
+            pass
 
     def drain(self):
         while self._reader.poll():

@@ -29,7 +29,7 @@ runs, from the earliest start to the latest end.
 Metrics are logged against ``step = number of function evaluations`` (MLflow calls the axis
 "Step"; the ``sabo_bench_step`` tag and the run and experiment descriptions say so). A group
 run holds, over its seed runs: ``n_seeds``, ``n_diverged``; for every final metric ``final_<m>``
-its ``_mean``, ``_std`` (from two finite seeds on), ``_median`` and ``_geomean`` (the geometric
+its ``_mean``, ``_std`` (from two seeds with finite values on), ``_median`` and ``_geomean`` (the geometric
 mean, of non-negative values only) over the seeds where it is finite; and for every curve metric ``<m>`` the median
 curve ``<m>_median`` (:func:`median_curve`). The median and the geometric mean are what a
 comparison can trust: one diverged seed (BES reaches errors of 1e24) decides the arithmetic
@@ -78,7 +78,7 @@ STEP = "function evaluations"  # what MLflow's "Step" axis counts in every curve
 SEED_NOTE = (f"One run of one seed. Curves (`error`, `f_best`, ...) are logged against Step = {STEP}; "
              "`curve.csv` holds them with the iterations (`nit`) too.")
 GROUP_NOTE = (f"The seed runs under this run, aggregated: `<m>_median` curves against Step = {STEP}; "
-              "`final_<m>_median`, `_geomean`, `_mean`, `_std` (two seeds or more) over seeds; `n_seeds`, "
+              "`final_<m>_median`, `_geomean`, `_mean`, `_std` (two finite seeds or more) over seeds; `n_seeds`, "
               "`n_diverged`.")
 EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table
     "mlflow.note.content": (
@@ -458,8 +458,9 @@ def _curve_stamps(record: dict, end: int) -> list[int]:
 def aggregate(values: list[float]) -> dict[str, float]:
     """``mean``, ``std`` (ddof 1), ``median`` and ``geomean`` of the finite ``values``.
 
-    One value has no spread: ``std`` is left out then (a logged 0 would read as seeds that agree,
-    and MLflow takes no NaN), as the reports show "(1 seed)" (:func:`replication.seeds.seeds_text`).
+    One value has no spread: ``std`` is left out then (a logged 0 would read as seeds that agree;
+    the other statistics leave out what is not finite too), as the reports show "(1 seed)"
+    (:func:`replication.seeds.seeds_text`).
     The geometric mean is exp(mean(log v)) for non-negative values only (0 if one is 0); a
     statistic that overflows (values near 1e300) is left out rather than logged as inf.
     """

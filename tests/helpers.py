@@ -1,6 +1,7 @@
 """Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study, README parts,
 benchmark scripts as modules."""
 import importlib.util
+import itertools
 import re
 from pathlib import Path
 
@@ -98,12 +99,14 @@ def tiny_params(functions=("ellipsoid", "levy"), methods=("sabo", "ingo")) -> di
 
 
 def checkpoint_of(cfg, runs_dir, iters=40):
-    """Leave the checkpoint a run has after ``iters`` iterations (as if killed right after writing it)."""
+    """Leave the checkpoint a fresh run has after ``iters`` iterations (as if killed right after writing it)."""
     class Stop(Exception):
         pass
 
-    def progress(nit, _):  # called before the checkpoint of iteration nit is written
-        if nit == iters + 1:
+    calls = itertools.count(1)
+
+    def progress(_done, _total):  # called once per iteration, before that iteration's checkpoint is written
+        if next(calls) == iters + 1:
             raise Stop
 
     with pytest.raises(Stop):

@@ -1,4 +1,5 @@
 """The sabo-bench command line on a tiny parameter file."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -442,3 +443,14 @@ def test_a_methods_own_popsize_in_the_synthetic_study_is_refused(tmp_path, capsy
     assert capsys.readouterr().err == ("error: params.yaml: synthetic.methods.ingo.popsize = 10: in this study the "
                                        "settings set the population size (N = 6 at d10_N6); remove it, or add a "
                                        "setting with the N you want\n")
+
+
+def test_run_one_counts_an_evaluation_budget_in_evaluations(tmp_path, capsys):
+    """A BBOB run (budget in evaluations): the bar shows evaluations of max_evals, ending at the run's nfev."""
+    assert main(["run-one", "bbob", "--profile", "ci", "--runs-dir", str(tmp_path), "--method", "mmes",
+                 "--function", "f1", "--seed", "1", "--setting", "bbob", "--no-track"]) == 0
+    err = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    last = [line for line in err if "evals" in line][-1]
+    [record] = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json") if ".files" not in str(p)]
+    nfev, max_evals = record["result"]["final"]["nfev"], record["config"]["budget"]["max_evals"]
+    assert f"{nfev}/{max_evals}" in last

@@ -85,6 +85,10 @@ def test_checkpoint_progress_reads_the_fraction_done(tmp_path):
     assert checkpoint_progress(tmp_path, small_config("ingo", dim=6, T=40, seed=1)) == 0.0  # another run's
     checkpoint_path(tmp_path, config).write_bytes(b"garbled")
     assert checkpoint_progress(tmp_path, config) == 0.0
+    # an evaluation budget: evaluations done of max_evals (MMES: 10 in its first iteration, N = 9 after)
+    budgeted = small_config("mmes", dim=6, popsize=9, max_evals=400)
+    checkpoint_of(budgeted, tmp_path, iters=10)
+    assert checkpoint_progress(tmp_path, budgeted) == pytest.approx((10 + 9 * 9) / 400)
 
 
 def test_progress_under_an_evaluation_budget_counts_evaluations(tmp_path):
@@ -142,14 +146,15 @@ def test_a_run_held_by_another_process_frees_its_worker_and_is_queued_again():
 
 
 def test_this_sessions_times_come_first_and_scale_the_earlier_ones():
-    """Earlier records ran at 4 s per unit; this session runs 4x faster. A group measured now is predicted from
-    now alone, one measured only earlier at its earlier rate times the factor the shared groups show (1/4)."""
+    """Earlier records ran "fast_now" at 4 s per unit and "earlier_only" at 8; this session runs "fast_now" 4x
+    faster. A group measured now is predicted from now alone, one measured only earlier at its earlier rate
+    times the factor the shared groups show (1/4)."""
     eta = Eta([("a", 1.0, ("fast_now",), 1.0), ("b", 1.0, ("earlier_only",), 1.0)])
-    for group in ("fast_now", "earlier_only"):
-        eta.observe((group,), cost=1.0, seconds=4.0, earlier=True)
+    eta.observe(("fast_now",), cost=1.0, seconds=4.0, earlier=True)
+    eta.observe(("earlier_only",), cost=1.0, seconds=8.0, earlier=True)
     eta.start(1, now=0.0)
-    assert eta.seconds_left(0.0) == pytest.approx(8.0)  # nothing measured now: the earlier rates as they are
-    eta.observe(("fast_now",), cost=1.0, seconds=1.0)    # a run of this session (not in todo) at 1 s per unit
-    assert eta.seconds_left(0.0) == pytest.approx(1.0 + 4.0 / 4)
+    assert eta.seconds_left(0.0) == pytest.approx(4.0 + 8.0)  # nothing measured now: the earlier rates as they are
+    eta.observe(("fast_now",), cost=1.0, seconds=1.0)          # a run of this session (not in todo), 1 s per unit
+    assert eta.seconds_left(0.0) == pytest.approx(1.0 + 8.0 / 4)
     eta.finished("a", now=0.0)
-    assert eta.seconds_left(0.0) == pytest.approx(1.0)
+    assert eta.seconds_left(0.0) == pytest.approx(8.0 / 4)

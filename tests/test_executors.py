@@ -168,3 +168,14 @@ def test_progress_reports_never_stall_a_worker_when_the_parent_does_not_read():
     assert read == [(f"{i:016x}", 2.0, 0.25, 0.5) for i in range(len(read))]  # whole, in order, the first ones
     reports.offer(("later", 1.0, 0.5, 0.5))
     assert list(reports.drain()) == [("later", 1.0, 0.5, 0.5)]
+    # what a run sends: small enough for one atomic write (PIPE_BUF is 512 bytes on macOS)
+    import pickle
+
+    from replication.executors import _Reporter
+
+    sent = []
+    reporter = _Reporter(small_config().hash, sent.append)
+    reporter(1, 3)
+    reporter._last = -1e9  # due now
+    reporter(2, 3)
+    assert len(sent) == 1 and len(pickle.dumps(sent[0])) < 512

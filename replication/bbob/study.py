@@ -69,7 +69,8 @@ def x0(config: RunConfig) -> np.ndarray:
 def cost(config: RunConfig) -> float:
     """Relative cost: the optimizer's declared work per iteration (:mod:`replication.costs`) plus the
     evaluations, each a Python call into COCO's C code (1.1-1.8 us at d = 2 .. 10, 2.2-3 us at d = 40,
-    observer included: about 80 + 2 d units of :data:`sabo.protocol.ROUND_OVERHEAD`'s kind)."""
+    observer included: about 80 + 2 d of the units of
+    :meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration`, ~0.015 us each)."""
     from replication.costs import run_cost
 
     dim = config.problem["dim"]

@@ -145,10 +145,10 @@ def x0(config: RunConfig) -> np.ndarray:
 
 
 def cost(config: RunConfig) -> float:
-    """Relative cost: the optimizer's declared per-iteration work (N d for the diagonal methods,
-    N d^2 for pycma, twice for SABO's two rounds; :mod:`replication.costs`). An evaluation of
-    a test function is O(d), already the order of the optimizer's work per sample, so it adds
-    nothing to the ordering."""
+    """Relative cost: the optimizer's declared per-iteration work (:mod:`replication.costs`: N d
+    and a fixed part per ask/tell round for the diagonal methods, twice for SABO's two rounds;
+    N d^2 and pycma's Python for CMA-ES). An evaluation of a test function is O(d), already the
+    order of the optimizer's work per sample, so it is not added."""
     from replication.costs import run_cost
 
     return run_cost(config, dim=config.problem["dim"])
