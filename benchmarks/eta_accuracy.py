@@ -13,15 +13,22 @@ same machine: run the two alternately, since this machine's load changes the act
 
     python benchmarks/eta_accuracy.py                        # synthetic ci, 2 workers, stop at 40 s
     python benchmarks/eta_accuracy.py --code /tmp/old        # the same with another checkout's code
+    python benchmarks/eta_accuracy.py --study image --profile full --earlier runs --redo 169 --stop-after 0
+
+``--earlier DIR --redo K`` starts from a copy of the study's records under DIR (earlier sessions,
+made under whatever load they had) less the K that finished last, which the session recomputes:
+an ETA that leans on earlier records.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import pty
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -29,6 +36,7 @@ import sys
 import tempfile
 import termios
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,6 +94,17 @@ def score(total: float, readings) -> str:
     return f"{total:.0f} s; first ETA after {first}; from 10% of the wall time on: mean error {mean}, worst {worst:.0%}"
 
 
+def seed_runs(source: Path, target: Path, redo: int) -> None:
+    """Copy ``source``'s records (and their COCO files) to ``target``, less the ``redo`` that finished last."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.ckpt", "*.lock", "*.error.txt"))
+    records = [p for p in target.rglob("*.json") if not any(part.endswith(".files") for part in p.parts)]
+    records.sort(key=lambda p: datetime.fromisoformat(json.loads(p.read_text())["provenance"]["finished_utc"]))
+    for path in records[len(records) - redo:] if redo else []:
+        path.unlink()
+        shutil.rmtree(path.with_suffix(".files"), ignore_errors=True)
+    print(f"started from {len(records) - redo} records of {source}; {redo} to recompute", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--study", default="synthetic")
@@ -94,8 +113,12 @@ def main(argv=None) -> None:
     ap.add_argument("--method", nargs="+", default=None)
     ap.add_argument("--stop-after", type=float, default=40.0, help="seconds before SIGINT (0: no stop)")
     ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose replication package runs")
+    ap.add_argument("--earlier", type=Path, help="a runs directory whose records of the study the session starts with")
+    ap.add_argument("--redo", type=int, default=0, help="with --earlier: recompute the K records that finished last")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as runs:
+        if args.earlier is not None:
+            seed_runs(args.earlier / args.study, Path(runs) / args.study, args.redo)
         code = f"import sys; sys.path.insert(0, {str(args.code.resolve())!r}); from replication.cli import main; " \
                "sys.exit(main())"
         command = [sys.executable, "-c", code, "run", args.study, "--profile", args.profile, "--workers",

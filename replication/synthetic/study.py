@@ -141,7 +141,9 @@ def make_problem(config: RunConfig) -> SyntheticProblem:
 
 
 def x0(config: RunConfig) -> np.ndarray:
-    return make_problem(config).x0  # building the problem draws only mu0
+    """mu0 without building the problem (the study contract: executors call it for every run up front)."""
+    pr = config.problem
+    return initial_mean(pr["dim"], pr["mu0"]["low"], pr["mu0"]["high"], config.problem_seed())
 
 
 def cost(config: RunConfig) -> float:
