@@ -2,7 +2,8 @@
 # One GPU session for the prompt-tuning throughput issue (run once, from the repository root):
 #
 #     bash benchmarks/gpu_session.sh                          # on the GPU machine, ~8 minutes
-#     GPU_SESSION_TINY=1 OUT=/tmp/gs bash benchmarks/gpu_session.sh   # dry run on CPU, small sizes
+#     GPU_SESSION_TINY=1 OUT=/tmp/gs PYTHON=.venv/bin/python bash benchmarks/gpu_session.sh
+#                                                             # dry run on CPU, small sizes (PYTHON: one with torch)
 #
 # Parts, in order, each in its own process with its own time limit (a failing or timed-out part
 # prints its error and the script goes on), all under one overall deadline (GPU_SESSION_BUDGET_S,
