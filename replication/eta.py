@@ -56,10 +56,11 @@ class Eta:
 
     ``todo``: ``(key, cost, groups, fraction_left)`` per run, ``groups`` the keys whose rates
     apply, most specific first. Call :meth:`observe` with every finished run's measured time
-    (earlier sessions' records too, with ``earlier=True``), :meth:`start` when the executor begins, :meth:`progress`
-    when a running run reports, :meth:`finished` when a run of ``todo`` ends, :meth:`released`
-    when one is handed back unrun (held by another process; it is queued again). A cost that is
-    not a positive number counts as 0: such a run is predicted to take no time and measures no rate.
+    (earlier sessions' records too, with ``earlier=True``), :meth:`start` when the executor
+    begins, :meth:`progress` when a running run reports, :meth:`finished` when a run of ``todo``
+    ends, :meth:`released` when one is handed back unrun (held by another process; it is queued
+    again). A cost that is not a positive number counts as 0: such a run is predicted to take no
+    time and measures no rate.
     """
 
     def __init__(self, todo, slots: int = 1):
@@ -154,12 +155,11 @@ def _add(totals, groups, seconds: float, cost: float) -> None:
 def _rates(session: dict, earlier: dict) -> dict:
     """Seconds per unit of cost per group: this session's where measured, else the earlier one times the load
     factor (the median ratio of the two over the groups, all runs apart, measured both ways; 1 without one)."""
-    both = [session[g][0] / session[g][1] / (earlier[g][0] / earlier[g][1])
-            for g in session if g is not None and g in earlier]
+    now = {g: seconds / cost for g, (seconds, cost) in session.items()}
+    before = {g: seconds / cost for g, (seconds, cost) in earlier.items()}
+    both = [rate / before[g] for g, rate in now.items() if g is not None and g in before]
     factor = statistics.median(both) if both else 1.0
-    rates = {g: seconds * factor / cost for g, (seconds, cost) in earlier.items()}
-    rates.update({g: seconds / cost for g, (seconds, cost) in session.items()})
-    return rates
+    return {**{g: rate * factor for g, rate in before.items()}, **now}
 
 
 def _predict(run: _Run, rates) -> float:

@@ -65,6 +65,7 @@ PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{el
 ETA_EVERY_S = 1.0  # the ETA schedules every run left: recomputed at most this often
 REPORT_EVERY_S = 2.0  # how often a running run reports its progress
 _reports = None  # in a local worker: the _Reports its runs report progress on
+_format_interval = tqdm.format_interval  # [H:]MM:SS, as the bar shows its elapsed time
 
 
 class _Reporter:
@@ -298,7 +299,7 @@ class _Progress:
         now = time.monotonic()
         if self.enabled and (now - self._eta_at >= ETA_EVERY_S or len(self.records) == len(self.configs)):
             left = self.eta.seconds_left(now)
-            self._eta_text = "ETA: measuring" if left is None else f"ETA {_clock(left)}"
+            self._eta_text = "ETA: measuring" if left is None else f"ETA {_format_interval(round(left))}"
             self._eta_at = now
         parts = [self._eta_text, f"{len(self.records)}/{len(self.configs)} runs"]
         note = f"waiting for {len(self._held)} held by another process" if self._waiting and self._held else None
@@ -306,13 +307,6 @@ class _Progress:
         self.bar.set_postfix_str(", ".join(p for p in parts if p), refresh=not update)
         if update:
             self.bar.update(update)
-
-
-def _clock(seconds: float) -> str:
-    """``[H:]MM:SS``, as tqdm shows its elapsed time."""
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
 
 
 def _eta_groups(config: RunConfig) -> tuple:
