@@ -28,20 +28,19 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from replication.config import RunConfig
+from replication.engine import record_paths
 from replication.studies import get_study
 
 
 def rates(runs_dir: Path, study: str) -> dict[str, list[tuple[float, float]]]:
     """method -> [(cost, seconds)] of the study's completed records."""
-    out = defaultdict(list)
-    for path in sorted((runs_dir / study).rglob("*.json")):
-        if any(part.endswith(".files") for part in path.parts):
-            continue
+    out, cost_of = defaultdict(list), get_study(study).cost
+    for path in record_paths(runs_dir / study):
         record = json.loads(path.read_text())
         if record["result"]["status"] != "completed":
             continue
         config = RunConfig.from_dict(record["config"])
-        cost, seconds = get_study(study).cost(config), record["provenance"].get("wall_time_s") or 0.0
+        cost, seconds = cost_of(config), record["provenance"].get("wall_time_s") or 0.0
         if cost > 0 and seconds > 0:  # not an evaluation without optimizer (max_iter = 0), not an old record
             out[config.method].append((cost, seconds))
     return out

@@ -39,6 +39,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from replication.engine import record_paths
+
 ROOT = Path(__file__).resolve().parents[1]
 # "[01:23<02:10" (tqdm's own ETA, before 2026-11-27) or "[01:23, ETA 02:10" (replication.eta)
 READING = re.compile(rb"\| \[(\d[\d:]*)(?:<|, ETA )([\d:?]+)")
@@ -97,7 +99,7 @@ def score(total: float, readings) -> str:
 def seed_runs(source: Path, target: Path, redo: int) -> None:
     """Copy ``source``'s records (and their COCO files) to ``target``, less the ``redo`` that finished last."""
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.ckpt", "*.lock", "*.error.txt"))
-    records = [p for p in target.rglob("*.json") if not any(part.endswith(".files") for part in p.parts)]
+    records = record_paths(target)
     records.sort(key=lambda p: datetime.fromisoformat(json.loads(p.read_text())["provenance"]["finished_utc"]))
     for path in records[len(records) - redo:] if redo else []:
         path.unlink()

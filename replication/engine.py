@@ -122,6 +122,14 @@ def files_path(runs_dir, config: RunConfig) -> Path:
     return record_path(runs_dir, config).with_suffix(".files")
 
 
+def record_paths(directory) -> list[Path]:
+    """Every run record under ``directory`` (a runs directory or part of it), sorted: the files of
+    :func:`record_path`, not the JSON a run's problem wrote into its :func:`files_path` directory."""
+    directory = Path(directory)
+    return sorted(path for path in directory.rglob("*.json")
+                  if not any(part.endswith(".files") for part in path.relative_to(directory).parts))
+
+
 def record_problem(record, config: RunConfig) -> str | None:
     """Why ``record`` is not a usable record of ``config``, or None if it is."""
     if not isinstance(record, dict):

@@ -9,6 +9,7 @@ import yaml
 from helpers import tiny_params
 
 from replication.cli import main
+from replication.engine import record_paths
 
 TINY = tiny_params()
 
@@ -451,6 +452,6 @@ def test_run_one_counts_an_evaluation_budget_in_evaluations(tmp_path, capsys):
                  "--function", "f1", "--seed", "1", "--setting", "bbob", "--no-track"]) == 0
     err = capsys.readouterr().err.replace("\r", "\n").splitlines()
     last = [line for line in err if "evals" in line][-1]
-    [record] = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json") if ".files" not in str(p)]
+    [record] = [json.loads(p.read_text()) for p in record_paths(tmp_path)]
     nfev, max_evals = record["result"]["final"]["nfev"], record["config"]["budget"]["max_evals"]
     assert f"{nfev}/{max_evals}" in last

@@ -15,7 +15,7 @@ from helpers import checkpoint_of, deterministic_part, small_config
 
 from replication.config import RunConfig
 from replication.curve import log_grid
-from replication.engine import checkpoint_path, execute, record_path
+from replication.engine import checkpoint_path, execute, files_path, record_path, record_paths
 from replication.storage import read_state, write_json, write_state
 
 
@@ -79,6 +79,19 @@ def test_a_checkpoint_with_malformed_point_times_is_recomputed(tmp_path, capsys)
     write_state(ckpt, state)
     rec = execute(cfg, tmp_path)
     assert rec["provenance"]["resumed"] == 0 and "curve_time_unix_s" in capsys.readouterr().err
+
+
+def test_record_paths_lists_the_records_and_not_what_a_problem_wrote_beside_them(tmp_path):
+    """A run's own files (:func:`files_path`, e.g. COCO's) may hold JSON; a runs directory inside a folder whose
+    name ends in ``.files`` still lists its records."""
+    runs = tmp_path / "old.files" / "runs"
+    a, b = small_config("sabo", T=3), small_config("ingo", T=3)
+    for cfg in (a, b):
+        write_json(record_path(runs, cfg), {})
+    files_path(runs, a).mkdir()
+    write_json(files_path(runs, a) / "observer.json", {})
+    assert record_paths(runs) == sorted([record_path(runs, a), record_path(runs, b)])
+    assert record_paths(runs / "synthetic" / a.setting / "sabo") == [record_path(runs, a)]
 
 
 def test_finished_run_is_not_redone(tmp_path):
