@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session for the prompt-tuning throughput issue (run once, from the repository root):
 #
-#     bash benchmarks/gpu_session.sh                          # on the GPU machine, ~8 minutes
+#     bash benchmarks/gpu_session.sh                          # on the GPU machine, ~8 minutes (464 s, H200)
 #     GPU_SESSION_TINY=1 OUT=/tmp/gs PYTHON=.venv/bin/python bash benchmarks/gpu_session.sh
 #                                                             # dry run on CPU, small sizes (PYTHON: one with torch)
 #
@@ -10,9 +10,9 @@
 # default 540 s; a part that would start with under 25 s left is skipped):
 #   fusion      prompt_objective.py --breakdown, N = 100, SST-2- and Yelp-like: varlen-compile (the
 #               reference), varlen-sdpa (packed rows, attention through SDPA's fixed-length kernels),
-#               varlen-tanh (bias + tanh GELU in the FFN product's cuBLASLt epilogue), varlen-autotune
-#               (max-autotune-no-cudagraphs: Triton products with fused epilogues; last, its autotuning
-#               is the slowest warm-up)
+#               varlen-tanh (bias + tanh GELU in the FFN product's cuBLASLt epilogue),
+#               varlen-sdpa-tanh (both), varlen-autotune (max-autotune-no-cudagraphs: Triton products
+#               with fused epilogues; last, its autotuning is the slowest warm-up)
 #                                                                          -> fusion.json
 #   multi_gpu   only with more than one GPU: prompt_study_check.py --workers <GPUs> (runs per device,
 #               overlapping runs on distinct devices)                    -> multi_gpu.json
@@ -87,7 +87,7 @@ part() {  # part NAME LIMIT_S COMMAND...
 '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())"; } 2>&1 | tee -a "$LOG"
 
 part fusion "$L_FUSION" $PY benchmarks/prompt_objective.py "${DEV[@]}" "${BENCH[@]}" \
-  --modes varlen-compile varlen-sdpa varlen-tanh varlen-autotune --breakdown --json "$OUT/fusion.json"
+  --modes varlen-compile varlen-sdpa varlen-tanh varlen-sdpa-tanh varlen-autotune --breakdown --json "$OUT/fusion.json"
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "${GPUS:-0}" -gt 1 ]; then
   part multi_gpu "$L_STUDY_COMPILED" $PY benchmarks/prompt_study_check.py "${DEV[@]}" "${STUDY[@]}" --workers "$GPUS" \
