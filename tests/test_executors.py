@@ -153,9 +153,10 @@ def test_progress_reports_never_stall_a_worker_when_the_parent_does_not_read():
     """A worker's report to a parent that is not reading is dropped once the pipe is full, not waited on
     (a blocking queue stalled the run); what the parent then reads are whole reports, and later ones pass."""
     import multiprocessing
+    import pickle
     import threading
 
-    from replication.executors import _Reports
+    from replication.executors import _Reporter, _Reports
 
     reports = _Reports(multiprocessing.get_context("spawn"))
     sender = threading.Thread(target=lambda: [reports.offer((f"{i:016x}", 2.0, 0.25, 0.5)) for i in range(20_000)],
@@ -169,10 +170,6 @@ def test_progress_reports_never_stall_a_worker_when_the_parent_does_not_read():
     reports.offer(("later", 1.0, 0.5, 0.5))
     assert list(reports.drain()) == [("later", 1.0, 0.5, 0.5)]
     # what a run sends: small enough for one atomic write (PIPE_BUF is 512 bytes on macOS)
-    import pickle
-
-    from replication.executors import _Reporter
-
     sent = []
     reporter = _Reporter(small_config().hash, sent.append)
     reporter(1, 3)
