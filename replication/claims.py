@@ -22,6 +22,7 @@ claim that held stops holding or a score drops. ``write_report`` writes a study'
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -126,12 +127,26 @@ def read_expected(path) -> dict:
     except ValueError as exc:
         raise UsageError(f"--check-claims {str(path)!r}: not a JSON file ({one_line(exc)})") from None
     scores = expected.get("scores", {}) if isinstance(expected, dict) else None
+    tolerance = expected.get("score_tolerance", 0.0) if isinstance(expected, dict) else None
+    tolerances = list(tolerance.values()) if isinstance(tolerance, dict) else [tolerance]
     if not (isinstance(expected, dict) and isinstance(expected.get("reproduced"), list)
             and all(isinstance(c, str) for c in expected["reproduced"]) and isinstance(scores, dict)
-            and all(isinstance(v, (int, float)) for v in [*scores.values(), expected.get("score_tolerance", 0.0)])):
+            and all(_is_number(v) for v in [*scores.values(), *tolerances])
+            and (not isinstance(tolerance, dict) or set(tolerance) == set(scores))):
         raise UsageError(f"--check-claims {str(path)!r}: must hold {{\"reproduced\": [claim ids], optional "
-                         "\"scores\": {name: number}, \"score_tolerance\": number}, as --record-expected writes")
+                         "\"scores\": {name: number}, \"score_tolerance\": a number, or {name: number} for every "
+                         "score}, as --record-expected or benchmarks/ci_spread.py writes")
     return expected
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def score_tolerance(expected: dict, key: str) -> float:
+    """The points ``expected`` allows score ``key`` to lose: its own entry, or the file's single number."""
+    tolerance = expected.get("score_tolerance", 0.0)
+    return float(tolerance[key] if isinstance(tolerance, dict) else tolerance)
 
 
 def check_against_expected(outcome: dict, expected: dict) -> list[str]:
@@ -139,7 +154,7 @@ def check_against_expected(outcome: dict, expected: dict) -> list[str]:
 
     A regression is a claim listed as reproduced there that no longer is, or (when the file
     holds ``scores``) a score of the report (higher is better, e.g. a selected accuracy) more
-    than the file's ``score_tolerance`` below the recorded value, or missing.
+    than its tolerance (:func:`score_tolerance`) below the recorded value, or missing.
     """
     by_id = {v["id"]: v for v in outcome["claims"]}
     failures = []
@@ -149,13 +164,13 @@ def check_against_expected(outcome: dict, expected: dict) -> list[str]:
             failures.append(f"{claim_id}: no longer evaluated")
         elif v["verdict"] != REPRODUCED:
             failures.append(f"{claim_id}: {v['verdict']} ({v['measurement']})")
-    scores, tolerance = outcome.get("scores", {}), expected.get("score_tolerance", 0.0)
+    scores = outcome.get("scores", {})
     for key, value in expected.get("scores", {}).items():
-        now = scores.get(key)
+        now, tolerance = scores.get(key), score_tolerance(expected, key)
         if now is None:
             failures.append(f"{key}: no score any more (recorded {value:.2f})")
         elif not now >= value - tolerance:
-            failures.append(f"{key}: {now:.2f}, recorded {value:.2f} (tolerance {tolerance:g})")
+            failures.append(f"{key}: {now:.2f}, recorded {value:.2f} (tolerance {tolerance:.3g})")
     return failures
 
 

@@ -26,6 +26,7 @@ A report writes, beside its page, figures and claims file, the run table it was 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import signal
 import sys
@@ -320,7 +321,10 @@ def cmd_prepare(args) -> int:
     if prepare is None:
         print(f"study {args.study!r} needs no data preparation")
         return 0
-    for line in prepare(load_params(args.params, args.study, args.profile)):
+    options = {name: True for name in ("refit", "ship") if getattr(args, name)}
+    if options and "refit" not in inspect.signature(prepare).parameters:
+        raise UsageError(f"study {args.study!r} has nothing to refit: --refit and --ship are the image study's")
+    for line in prepare(load_params(args.params, args.study, args.profile), **options):
         print(line)
     return 0
 
@@ -493,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prepare", help="prepare a study's data (e.g. the image study's cached UMAP features)")
     add_common(p, selection=False)
+    p.add_argument("--refit", action="store_true",
+                   help="image: compute the UMAP embedding afresh and compare it with the pinned one")
+    p.add_argument("--ship", action="store_true",
+                   help="image, with --refit (maintainers): write it among the embeddings sabo-bench ships")
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("report", help="regenerate a study's tables, figures, claim verdicts, run table and DVC "

@@ -219,6 +219,26 @@ def versions() -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def numerics() -> dict:
+    """What decides the last bits of this process's floating-point results, besides the versions: the
+    CPU architecture, each BLAS library with the kernels it chose for this CPU (threadpoolctl's
+    ``architecture``, which ``OPENBLAS_CORETYPE`` overrides) and the SIMD extensions NumPy dispatches
+    to (``NPY_DISABLE_CPU_FEATURES`` removes some). Runs are bit-reproducible where these and the
+    versions are equal; elsewhere the last bits differ and a run's trajectory can diverge
+    (README, "Reproducibility across machines")."""
+    from threadpoolctl import threadpool_info
+
+    blas = sorted({f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
+                   for i in threadpool_info() if i.get("user_api") == "blas"})
+    try:  # NumPy's own record of the CPU features it found (numpy.show_runtime prints the same)
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+        simd = [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
+    except ImportError:
+        simd = None
+    return {"machine": platform.machine(), "blas": blas, "numpy_simd": simd}
+
+
 def provenance_summary(records: list[dict]) -> str:
     """One sentence for a report: the commits that produced ``records``, when, and their summed run time."""
     revisions = sorted({str(r["provenance"]["git_revision"]) for r in records})
@@ -629,6 +649,7 @@ def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall:
         "result": result,
         "provenance": {
             "versions": versions(),
+            "numerics": numerics(),
             "git_revision": git_revision(),
             "host": platform.node(),
             "started_utc": started,

@@ -44,6 +44,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    StringConstraints,
     ValidationError,
     WrapValidator,
     model_validator,
@@ -93,6 +94,8 @@ PositiveFloat = Annotated[FiniteFloat, Gt(0), rule("must be a finite number > 0"
 Fraction = Annotated[FiniteFloat, Gt(0), Lt(1), rule("must be a number in (0, 1)")]
 Rate = Annotated[FiniteFloat, Ge(0), Le(1), rule("must be a number in [0, 1]")]
 Text = Annotated[str, MinLen(1), rule("must be a non-empty string")]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$"),
+                   rule("must be 64 lower-case hex digits (a SHA-256)")]
 
 
 def _distinct(values):

@@ -17,6 +17,7 @@ from replication.claims import (
     parse_interval,
     read_expected,
 )
+from replication.errors import UsageError
 from replication.storage import write_json
 from replication.synthetic.report import CHECKERS, CLAIMS_FILE, Context, Group
 
@@ -127,6 +128,23 @@ def test_score_regression_against_expected(tmp_path):
         "x: 76.90, recorded 80.00 (tolerance 3)"]
     assert check_against_expected({"claims": [], "scores": {"y": float("nan")}}, read_expected(expected)) == [
         "x: no score any more (recorded 80.00)", "y: nan, recorded 50.00 (tolerance 3)"]
+
+
+def test_per_score_tolerance_against_expected(tmp_path):
+    """benchmarks/ci_spread.py writes one tolerance per score (from the measured spread): each score is held to
+    its own; a file whose tolerances miss a score, or hold a non-number, is refused in one line."""
+    expected = tmp_path / "expected.json"
+    write_json(expected, {"profile": "ci", "reproduced": [], "scores": {"x": 80.0, "y": 50.0},
+                          "score_tolerance": {"x": 1.5, "y": 12.0}})
+    loaded = read_expected(expected)
+    assert check_against_expected({"claims": [], "scores": {"x": 78.5, "y": 38.0}}, loaded) == []
+    assert check_against_expected({"claims": [], "scores": {"x": 78.4, "y": 37.9}}, loaded) == [
+        "x: 78.40, recorded 80.00 (tolerance 1.5)", "y: 37.90, recorded 50.00 (tolerance 12)"]
+    for bad in ({"x": 1.5}, {"x": 1.5, "y": "2"}, {"x": 1.5, "y": True}, {"x": 1.5, "y": float("inf")}):
+        write_json(expected, {"reproduced": [], "scores": {"x": 80.0, "y": 50.0}, "score_tolerance": bad})
+        with pytest.raises(UsageError, match=r"score_tolerance.*for every score") as info:
+            read_expected(expected)
+        assert "\n" not in str(info.value)
 
 
 def _paper_tex() -> str:

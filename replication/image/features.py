@@ -33,6 +33,7 @@ import io
 import json
 import numbers
 import os
+import platform
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -40,12 +41,23 @@ from pathlib import Path
 
 import numpy as np
 
+from replication.errors import PackageUnavailable, ResourceUnavailable, one_line
 from sabo.validation import check_int
 
-__all__ = ["Embedding", "umap_embedding", "projection", "project", "default_cache_dir", "embedding_key"]
+__all__ = ["Embedding", "EmbeddingMismatch", "umap_embedding", "projection", "project", "default_cache_dir",
+           "embedding_key", "embedding_inputs", "embedding_sha256", "shipped_path", "write_embedding"]
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 PROJECTION_SEED_TAG = 0x5052  # "PR": keeps P's stream apart from others seeded with the same integer
+#: embeddings that ship with sabo-bench: ``<data set>-umap<k>-seed<s>-<sha256[:16]>.npz``
+SHIPPED_DIR = Path(__file__).with_name("embeddings")
+#: the software whose versions are part of a computed embedding's cache key
+SOFTWARE = ("umap-learn", "pynndescent", "numba", "llvmlite", "numpy", "scipy", "scikit-learn")
+
+
+class EmbeddingMismatch(ResourceUnavailable, ValueError):
+    """The embedding a configuration pins (``image.umap.sha256``) is neither shipped nor cached, and
+    the one computed here differs from it: a different embedding is a different configuration."""
 
 
 def default_cache_dir() -> Path:
@@ -54,24 +66,27 @@ def default_cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "sabo-bench") / "umap"
 
 
-def _umap_version() -> str:
-    """umap-learn's version, without importing it (the import compiles numba code: seconds)."""
+def _version(dist: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("umap-learn")
-    except PackageNotFoundError as exc:
-        raise ImportError("umap_embedding needs umap-learn: python3 -m pip install umap-learn") from exc
+        return version(dist)
+    except PackageNotFoundError:
+        return None
 
 
 @dataclass(frozen=True, eq=False)
 class Embedding:
     """A UMAP embedding of a data set's training and test images.
 
-    ``train`` (n, k) and ``test`` (m, k) float32; ``key`` the cache key; ``path`` the cache file
-    (None when caching is off); ``from_cache`` whether this call loaded it instead of fitting;
-    ``fit_seconds`` the wall time of the fit that produced it (fit plus transform of the test
-    images, as recorded when it was computed); ``params`` the fields hashed into the key.
+    ``train`` (n, k) and ``test`` (m, k) float32; ``sha256`` the checksum of their contents
+    (:func:`embedding_sha256`: what ``image.umap.sha256`` pins); ``source`` where it came from
+    (``"shipped"``: a file of sabo-bench's, ``"cache"``: computed earlier on this machine,
+    ``"fit"``: computed by this call); ``key`` the cache key of the inputs and software that
+    compute it; ``path`` the file it was read from or written to (None when caching is off);
+    ``from_cache`` whether it was read rather than fitted; ``fit_seconds`` the wall time of the
+    fit that produced it (fit plus transform of the test images, as recorded when computed);
+    ``params`` the fields hashed into the key.
     """
 
     train: np.ndarray
@@ -81,11 +96,23 @@ class Embedding:
     from_cache: bool
     fit_seconds: float
     params: dict = field(default_factory=dict)
+    sha256: str = ""
+    source: str = "fit"
 
 
-def embedding_key(dataset, *, n_components: int, seed: int, n_neighbors: int, min_dist: float) -> tuple[str, dict]:
-    """``(sha256 hex, fields)``: the cache key of an embedding and what it is computed from."""
-    fields = {
+def embedding_sha256(train, test) -> str:
+    """SHA-256 (hex) of an embedding's two arrays: their names, dtypes, shapes and bytes (C order)."""
+    h = hashlib.sha256()
+    for name, arr in (("train", train), ("test", test)):
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{name}:{arr.dtype.str}:{arr.shape};".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def embedding_inputs(dataset, *, n_components: int, seed: int, n_neighbors: int, min_dist: float) -> dict:
+    """What an embedding is *of*: the data set's images (name and checksum) and UMAP's parameters."""
+    return {
         "format": CACHE_FORMAT,
         "dataset": dataset.name,
         "images_sha256": dataset.checksum(labels=False),
@@ -94,51 +121,119 @@ def embedding_key(dataset, *, n_components: int, seed: int, n_neighbors: int, mi
         "n_neighbors": int(n_neighbors),
         "min_dist": float(min_dist),
         "metric": "euclidean",
-        "umap_learn": _umap_version(),
     }
+
+
+def embedding_key(dataset, *, n_components: int, seed: int, n_neighbors: int, min_dist: float) -> tuple[str, dict]:
+    """``(sha256 hex, fields)``: the cache key of an embedding computed here, and what it hashes.
+
+    The fields are :func:`embedding_inputs` plus ``software``: the versions of :data:`SOFTWARE`,
+    numba's compilation target (``generic``: see :mod:`replication.image.umap_fit`) and the
+    machine's architecture, since any of them can change the embedding: a new release
+    recomputes instead of reusing.
+    """
+    from .umap_fit import PORTABLE_ENV
+
+    software = {dist: _version(dist) for dist in SOFTWARE}
+    software.update(numba_target=PORTABLE_ENV["NUMBA_CPU_NAME"], machine=platform.machine())
+    fields = {**embedding_inputs(dataset, n_components=n_components, seed=seed, n_neighbors=n_neighbors,
+                                 min_dist=min_dist), "software": software}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest(), fields
 
 
 def _fit_umap(train_x, test_x, *, n_components, seed, n_neighbors, min_dist):
     """Fit UMAP on the training images, transform the test images; float32 arrays (n, k), (m, k).
 
-    Module-level so that tests can count (or replace) fits.
+    Runs :mod:`replication.image.umap_fit` in a child process compiled for numba's portable
+    target, so that the embedding does not depend on which CPU computes it (that module says
+    why). Module-level so that tests can count (or replace) fits.
     """
+    import subprocess
+    import sys
+    import tempfile
+
+    from .umap_fit import child_env
+
+    if _version("umap-learn") is None:
+        raise PackageUnavailable("the UMAP embedding needs umap-learn: python3 -m pip install umap-learn")
+    params = {"n_components": int(n_components), "seed": int(seed), "n_neighbors": int(n_neighbors),
+              "min_dist": float(min_dist)}
+    with tempfile.TemporaryDirectory(prefix="sabo-umap-") as tmp:
+        np.save(Path(tmp) / "train.npy", np.ascontiguousarray(train_x))
+        np.save(Path(tmp) / "test.npy", np.ascontiguousarray(test_x))
+        done = subprocess.run([sys.executable, "-m", "replication.image.umap_fit", tmp, json.dumps(params)],
+                              env=child_env(), capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise RuntimeError(f"the UMAP fit failed in its child process: {one_line(last)}")
+        with np.load(Path(tmp) / "embedding.npz", allow_pickle=False) as npz:
+            return npz["train"], npz["test"]
+
+
+def _read_npz(path: Path):
+    """(train, test, meta) of an embedding file, or None (with a warning) when it cannot be read."""
     try:
-        import umap
-    except ImportError as exc:
-        raise ImportError("umap_embedding needs umap-learn: python3 -m pip install umap-learn") from exc
-    model = umap.UMAP(n_components=n_components, n_neighbors=n_neighbors, min_dist=min_dist, metric="euclidean",
-                      random_state=seed, transform_seed=seed, n_jobs=1)  # n_jobs=1: what random_state forces anyway
-    with warnings.catch_warnings():
-        # umap-learn warns that a seed disables parallelism; that is the point of the seed
-        warnings.filterwarnings("ignore", message=".*random_state.*", category=UserWarning)
-        train_u = np.asarray(model.fit_transform(train_x), dtype=np.float32)
-        test_u = (np.asarray(model.transform(test_x), dtype=np.float32) if len(test_x)
-                  else np.zeros((0, n_components), dtype=np.float32))
-    return train_u, test_u
+        with np.load(path, allow_pickle=False) as npz:
+            return npz["train"], npz["test"], json.loads(str(npz["meta"]))
+    except Exception as exc:  # a damaged file is recomputed, never trusted
+        warnings.warn(f"ignoring unreadable UMAP embedding file {path} ({type(exc).__name__}: {exc})",
+                      RuntimeWarning, stacklevel=4)
+        return None
 
 
 def _load_cache(path: Path, key: str, n_train: int, n_test: int, k: int):
     """The cached (train, test, meta), or None when the file is absent, unreadable or not ours."""
     if not path.is_file():
         return None
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            train, test, meta = npz["train"], npz["test"], json.loads(str(npz["meta"]))
-    except Exception as exc:  # a damaged cache file is recomputed, never trusted
-        warnings.warn(f"ignoring unreadable UMAP cache file {path} ({type(exc).__name__}: {exc}); refitting",
-                      RuntimeWarning, stacklevel=3)
+    hit = _read_npz(path)
+    if hit is None:
         return None
+    train, test, meta = hit
     if meta.get("key") != key or train.shape != (n_train, k) or test.shape != (n_test, k):
         warnings.warn(f"ignoring UMAP cache file {path}: its key or shapes do not match; refitting",
                       RuntimeWarning, stacklevel=3)
         return None
-    return train, test, meta
+    return hit
+
+
+def shipped_path(sha256: str, shipped_dir=None) -> Path | None:
+    """The shipped embedding file whose name carries ``sha256[:16]``, or None."""
+    directory = Path(shipped_dir) if shipped_dir is not None else SHIPPED_DIR
+    found = sorted(directory.glob(f"*-{sha256[:16]}.npz")) if directory.is_dir() else []
+    return found[0] if found else None
+
+
+def _load_shipped(sha256: str, inputs: dict, shipped_dir=None):
+    """(train, test, meta, path) of the shipped embedding with checksum ``sha256`` computed from
+    ``inputs``, or None: a file whose contents or inputs differ is ignored with a warning."""
+    path = shipped_path(sha256, shipped_dir)
+    if path is None:
+        return None
+    hit = _read_npz(path)
+    if hit is None:
+        return None
+    train, test, meta = hit
+    if embedding_sha256(train, test) != sha256 or meta.get("inputs") != inputs:
+        warnings.warn(f"ignoring shipped UMAP embedding {path}: its contents or inputs do not match "
+                      f"(data set {inputs['dataset']}, sha256 {sha256[:16]}...)", RuntimeWarning, stacklevel=3)
+        return None
+    return train, test, meta, path
+
+
+def write_embedding(path: Path, emb: Embedding, inputs: dict) -> None:
+    """Write ``emb`` as an ``.npz`` file (atomically): ``train``, ``test`` and a JSON ``meta`` holding
+    its key and fields, its inputs (:func:`embedding_inputs`), its checksum and its fit time."""
+    from replication.storage import atomic_write_bytes
+
+    buf = io.BytesIO()
+    meta = {**emb.params, "key": emb.key, "inputs": inputs, "sha256": emb.sha256, "fit_seconds": emb.fit_seconds}
+    np.savez(buf, train=emb.train, test=emb.test, meta=np.array(json.dumps(meta, sort_keys=True)))
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def umap_embedding(dataset, n_components: int = 8, seed: int = 0, cache_dir=None, *, cache: bool = True,
-                   n_neighbors: int = 15, min_dist: float = 0.1) -> Embedding:
+                   n_neighbors: int = 15, min_dist: float = 0.1, expected_sha256: str | None = None,
+                   shipped_dir=None) -> Embedding:
     """UMAP embedding u of every image of ``dataset``: fitted on the training images only.
 
     Parameters
@@ -147,21 +242,26 @@ def umap_embedding(dataset, n_components: int = 8, seed: int = 0, cache_dir=None
     n_components : int
         Embedding dimension k (the paper: 8).
     seed : int
-        UMAP's ``random_state`` and ``transform_seed``; the result is deterministic given it.
+        UMAP's ``random_state`` and ``transform_seed``; the result is deterministic given it
+        (and numba's compilation target, pinned: :mod:`replication.image.umap_fit`).
     cache_dir : path, optional
-        Where the ``.npz`` cache lives (default :func:`default_cache_dir`).
+        Where computed embeddings are cached (default :func:`default_cache_dir`).
     cache : bool
-        False: neither read nor write the cache.
+        False: neither read nor write the cache (a shipped embedding is still used).
     n_neighbors, min_dist : UMAP parameters (umap-learn's defaults).
+    expected_sha256 : str, optional
+        The checksum (:func:`embedding_sha256`) the caller's configuration pins. Looked for first
+        among the embeddings that ship with sabo-bench (``shipped_dir``, default
+        :data:`SHIPPED_DIR`), which need no umap-learn and are the same on every machine; then
+        in the cache; then computed. A computed or cached embedding with another checksum
+        raises :class:`EmbeddingMismatch`, which says how to run on it instead.
 
-    The cache file ``umap-<key>.npz`` holds ``train``, ``test`` and a JSON ``meta`` (the key's
-    fields, the key, the fit time); it is written atomically, so a run killed mid-write leaves
-    no partial file. The key covers the data set's name, the SHA-256 of its images (labels
-    excluded: UMAP does not see them), k, the seed, ``n_neighbors``, ``min_dist`` and the
-    umap-learn version: a new umap-learn release recomputes instead of reusing.
+    A computed embedding is cached as ``umap-<key>.npz`` (``train``, ``test``, a JSON ``meta``),
+    written atomically, so a run killed mid-write leaves no partial file. The key
+    (:func:`embedding_key`) covers the data set's name, the SHA-256 of its images (labels
+    excluded: UMAP does not see them), k, the seed, ``n_neighbors``, ``min_dist``, and the
+    software that computes it.
     """
-    from replication.storage import atomic_write_bytes
-
     n_components = check_int("n_components", n_components, minimum=1)
     seed = check_int("seed", seed, minimum=0)
     n_neighbors = check_int("n_neighbors", n_neighbors, minimum=2)
@@ -170,31 +270,49 @@ def umap_embedding(dataset, n_components: int = 8, seed: int = 0, cache_dir=None
     if n_components >= dataset.n_features:
         raise ValueError(f"n_components must be below the number of features {dataset.n_features} "
                          f"(got {n_components})")
-    key, fields = embedding_key(dataset, n_components=n_components, seed=seed, n_neighbors=n_neighbors,
-                                min_dist=min_dist)
-    path = None
+    if expected_sha256 is not None and not (isinstance(expected_sha256, str)
+                                            and len(expected_sha256) == 64
+                                            and all(c in "0123456789abcdef" for c in expected_sha256)):
+        raise ValueError(f"expected_sha256 must be 64 lower-case hex digits (got {expected_sha256!r})")
+    umap_params = {"n_components": n_components, "seed": seed, "n_neighbors": n_neighbors, "min_dist": min_dist}
+    inputs = embedding_inputs(dataset, **umap_params)
+    if expected_sha256 is not None:
+        hit = _load_shipped(expected_sha256, inputs, shipped_dir)
+        if hit is not None:
+            train, test, meta, path = hit
+            return Embedding(train, test, meta["key"], path, True, float(meta.get("fit_seconds", float("nan"))),
+                             {k: v for k, v in meta.items() if k in ("software", *inputs)}, expected_sha256,
+                             "shipped")
+    key, fields = embedding_key(dataset, **umap_params)
+    emb, path = None, None
     if cache:
         path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         path = path / f"umap-{key}.npz"
         hit = _load_cache(path, key, dataset.n_train, dataset.n_test, n_components)
         if hit is not None:
             train, test, meta = hit
-            return Embedding(train, test, key, path, True, float(meta.get("fit_seconds", float("nan"))), fields)
-    t0 = time.perf_counter()
-    train, test = _fit_umap(dataset.train_x, dataset.test_x, n_components=n_components, seed=seed,
-                            n_neighbors=n_neighbors, min_dist=min_dist)
-    seconds = time.perf_counter() - t0
-    if train.shape != (dataset.n_train, n_components) or test.shape != (dataset.n_test, n_components):
-        raise RuntimeError(f"UMAP returned shapes {train.shape}, {test.shape}; expected "
-                           f"({dataset.n_train}, {n_components}), ({dataset.n_test}, {n_components})")
-    if not (np.all(np.isfinite(train)) and np.all(np.isfinite(test))):
-        raise FloatingPointError("UMAP returned non-finite coordinates")
-    if path is not None:
-        buf = io.BytesIO()
-        meta = {**fields, "key": key, "fit_seconds": seconds}
-        np.savez(buf, train=train, test=test, meta=np.array(json.dumps(meta, sort_keys=True)))
-        atomic_write_bytes(path, buf.getvalue())
-    return Embedding(train, test, key, path, False, seconds, fields)
+            emb = Embedding(train, test, key, path, True, float(meta.get("fit_seconds", float("nan"))), fields,
+                            embedding_sha256(train, test), "cache")
+    if emb is None:
+        t0 = time.perf_counter()
+        train, test = _fit_umap(dataset.train_x, dataset.test_x, **umap_params)
+        seconds = time.perf_counter() - t0
+        if train.shape != (dataset.n_train, n_components) or test.shape != (dataset.n_test, n_components):
+            raise RuntimeError(f"UMAP returned shapes {train.shape}, {test.shape}; expected "
+                               f"({dataset.n_train}, {n_components}), ({dataset.n_test}, {n_components})")
+        if not (np.all(np.isfinite(train)) and np.all(np.isfinite(test))):
+            raise FloatingPointError("UMAP returned non-finite coordinates")
+        emb = Embedding(train, test, key, path, False, seconds, fields, embedding_sha256(train, test), "fit")
+        if path is not None:
+            write_embedding(path, emb, inputs)
+    if expected_sha256 is not None and emb.sha256 != expected_sha256:
+        software = ", ".join(f"{k} {v}" for k, v in fields["software"].items())
+        raise EmbeddingMismatch(
+            f"the UMAP embedding of {dataset.name} pinned by image.umap.sha256 ({expected_sha256[:16]}...) is not "
+            f"shipped for these inputs, and the one {'cached' if emb.from_cache else 'computed'} here differs "
+            f"({emb.sha256[:16]}..., {software}): to run on this machine's embedding (a different "
+            f"configuration), pin {emb.sha256} for this data set under image.umap.sha256 in params.yaml")
+    return emb
 
 
 def projection(d_tilde: int, seed: int, n_components: int = 8) -> np.ndarray:

@@ -15,6 +15,7 @@ from replication.params import (
     Rates,
     Section,
     Seeds,
+    Sha256,
     StudySection,
     Text,
     methods_field,
@@ -37,6 +38,9 @@ class ImageProfile(Section):
 class Umap(Section):
     n_components: PosInt
     seed: NonNegInt
+    # data set -> the checksum of its embedding (replication.image.features.embedding_sha256); part of
+    # every run's config, so another embedding is another configuration; absent: computed, not checked
+    sha256: dict[Dataset, Sha256] = None
 
 
 class ImageParams(StudySection):

@@ -92,7 +92,8 @@ class ImageProblem:
             embedding = umap_embedding(dataset, n_components=n_components, seed=umap_seed, cache_dir=cache_dir)
         P = projection(d_tilde, projection_seed, n_components=embedding.train.shape[1])
         info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate),
-                "flipped": int(flipped.sum()), "umap_key": embedding.key, "d_tilde": int(d_tilde)}
+                "flipped": int(flipped.sum()), "umap_key": embedding.key, "umap_sha256": embedding.sha256,
+                "d_tilde": int(d_tilde)}
         train_phi = project(embedding.train, P)
         if not 0.0 <= validation_fraction < 1.0:
             raise ValueError(f"validation_fraction must lie in [0, 1) (got {validation_fraction!r})")

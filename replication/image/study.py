@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from replication.config import RunConfig, code_version, method_params
+from replication.errors import UsageError
 from replication.studies import active_profile
 
 STUDY = "image"
@@ -37,6 +38,14 @@ DEFAULT_UMAP_CACHE = "data/umap"
 
 def umap_cache_dir() -> str:
     return os.environ.get(UMAP_CACHE_ENV, DEFAULT_UMAP_CACHE)
+
+
+def umap_spec(p: dict) -> dict:
+    """The UMAP part of a run's problem: k, the seed and, where ``image.umap.sha256`` pins one for the
+    active data set, the checksum of the embedding (so a different embedding is a different config)."""
+    u = p["umap"]
+    pin = (u.get("sha256") or {}).get(p["dataset"])
+    return {"n_components": int(u["n_components"]), "seed": int(u["seed"]), **({"sha256": pin} if pin else {})}
 
 
 def dataset_spec(p: dict) -> dict:
@@ -62,7 +71,7 @@ def configs(params: dict) -> list[RunConfig]:
         for rate in prof.get("noise_rates", p["noise_rates"]):
             problem = {**data, "d_tilde": int(d_tilde), "noise_rate": float(rate),
                        "batch_size": int(p["batch_size"][data["name"]]),
-                       "validation_fraction": float(p["validation_fraction"]), "umap": dict(p["umap"])}
+                       "validation_fraction": float(p["validation_fraction"]), "umap": umap_spec(p)}
             for method, grid in p["methods"].items():
                 for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
                     for seed in prof["seeds"]:
@@ -86,17 +95,45 @@ def _embedding(problem: dict):
     dataset = _load(problem["name"], problem.get("directory"))
     u = problem["umap"]
     return dataset, umap_embedding(dataset, n_components=int(u["n_components"]), seed=int(u["seed"]),
-                                   cache_dir=umap_cache_dir())
+                                   cache_dir=umap_cache_dir(), expected_sha256=u.get("sha256"))
 
 
-def prepare(params: dict) -> list[str]:
-    """Load the data set and fit (or find cached) its UMAP embedding; returns a description."""
+def prepare(params: dict, *, refit: bool = False, ship: bool = False) -> list[str]:
+    """Load the data set and find (shipped, cached) or fit its UMAP embedding; returns a description.
+
+    ``refit``: compute the embedding afresh (no shipped file, no cache) and say whether it equals
+    the one ``image.umap.sha256`` pins; ``ship`` (with ``refit``, for maintainers): write it among
+    the embeddings that ship with sabo-bench and print the checksum to pin.
+    """
     p = params[STUDY]
-    problem = {**dataset_spec(p), "umap": dict(p["umap"])}
-    dataset, emb = _embedding(problem)
-    state = "cached" if emb.from_cache else f"fitted in {emb.fit_seconds:.1f} s"
-    return [f"{dataset.name}: {dataset.n_train} train / {dataset.n_test} test images; "
-            f"UMAP to {emb.train.shape[1]} dims {state}: {emb.path}"]
+    problem = {**dataset_spec(p), "umap": umap_spec(p)}
+    if ship and not refit:
+        raise UsageError("--ship writes a refitted embedding: add --refit")
+    if not refit:
+        dataset, emb = _embedding(problem)
+        state = {"shipped": "shipped with sabo-bench", "cache": "cached"}.get(emb.source,
+                                                                             f"fitted in {emb.fit_seconds:.1f} s")
+        pinned = "pinned by image.umap.sha256" if "sha256" in problem["umap"] else "not pinned"
+        return [f"{dataset.name}: {dataset.n_train} train / {dataset.n_test} test images; "
+                f"UMAP to {emb.train.shape[1]} dims {state} (sha256 {emb.sha256[:16]}..., {pinned}): {emb.path}"]
+    from .features import SHIPPED_DIR, embedding_inputs, umap_embedding, write_embedding
+
+    dataset = _load(problem["name"], problem.get("directory"))
+    u = problem["umap"]
+    umap_params = {"n_components": u["n_components"], "seed": u["seed"], "n_neighbors": 15, "min_dist": 0.1}
+    emb = umap_embedding(dataset, cache=False, **umap_params)
+    pin = u.get("sha256")
+    verdict = ("no embedding is pinned for it" if pin is None
+               else "equal to the pinned embedding" if emb.sha256 == pin
+               else f"DIFFERENT from the pinned embedding {pin[:16]}...")
+    software = ", ".join(f"{k} {v}" for k, v in emb.params["software"].items())
+    lines = [f"{dataset.name}: UMAP to {u['n_components']} dims refitted in {emb.fit_seconds:.1f} s ({software}): "
+             f"sha256 {emb.sha256}, {verdict}"]
+    if ship:
+        path = SHIPPED_DIR / f"{problem['name']}-umap{u['n_components']}-seed{u['seed']}-{emb.sha256[:16]}.npz"
+        write_embedding(path, emb, embedding_inputs(dataset, **umap_params))
+        lines.append(f"shipped as {path}; pin it with image.umap.sha256.{problem['name']}: {emb.sha256}")
+    return lines
 
 
 def make_problem(config: RunConfig):
