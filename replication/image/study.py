@@ -90,12 +90,18 @@ def _embedding(problem: dict):
 
 
 def prepare(params: dict) -> list[str]:
-    """Load the data set and fit (or find cached) its UMAP embedding; returns a description."""
+    """Fetch Fashion-MNIST where it is missing (:func:`~replication.image.fashion_mnist.ensure_fashion_mnist`),
+    load the data set and fit (or find cached) its UMAP embedding; returns a description."""
     p = params[STUDY]
     problem = {**dataset_spec(p), "umap": dict(p["umap"])}
+    data = []
+    if problem["name"] == "fashion_mnist":
+        from .fashion_mnist import ensure_fashion_mnist
+
+        data.append(ensure_fashion_mnist(problem["directory"]))
     dataset, emb = _embedding(problem)
     state = "cached" if emb.from_cache else f"fitted in {emb.fit_seconds:.1f} s"
-    return [f"{dataset.name}: {dataset.n_train} train / {dataset.n_test} test images; "
+    return [*data, f"{dataset.name}: {dataset.n_train} train / {dataset.n_test} test images; "
             f"UMAP to {emb.train.shape[1]} dims {state}: {emb.path}"]
 
 
