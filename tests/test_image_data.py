@@ -139,7 +139,7 @@ def test_load_fashion_mnist_checks_sizes_and_content(tmp_path):
 def test_missing_files_error_names_the_four_files(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` fails: hub not available
     with pytest.raises(FashionMNISTUnavailable) as err:
-        load_fashion_mnist(tmp_path)
+        load_fashion_mnist(tmp_path, packages=())  # no package route: tests never reach a registry
     assert isinstance(err.value, FileNotFoundError)
     msg = str(err.value)
     for stem in FASHION_MNIST_FILES.values():
@@ -150,7 +150,7 @@ def test_missing_files_error_names_the_four_files(tmp_path, monkeypatch):
     # partially present: only the absent ones are listed as missing
     write_idx(tmp_path / "train-images-idx3-ubyte.gz", np.zeros((1, 28, 28), np.uint8))
     with pytest.raises(FashionMNISTUnavailable, match="missing .*: train-labels-idx1-ubyte, t10k-images"):
-        load_fashion_mnist(tmp_path, hub=False)
+        load_fashion_mnist(tmp_path, hub=False, packages=())
     with pytest.raises(FashionMNISTUnavailable, match="No directory was given"):
         load_fashion_mnist(None, hub=False)
 
@@ -172,7 +172,7 @@ def test_hub_fallback_used_when_files_absent_and_failures_reported(tmp_path, mon
                 for split, n in (("train", 12), ("test", 4))}
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load))
-    ds = load_fashion_mnist(tmp_path, check_sizes=False)
+    ds = load_fashion_mnist(tmp_path, check_sizes=False, packages=())
     assert calls == ["zalando-datasets/fashion_mnist", "fashion_mnist"]
     assert ds.train_x.shape == (12, 784) and ds.test_x.shape == (4, 784) and ds.source == "huggingface:fashion_mnist"
 
@@ -181,14 +181,15 @@ def test_hub_fallback_used_when_files_absent_and_failures_reported(tmp_path, mon
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=fail))
     with pytest.raises(FashionMNISTUnavailable, match="no network for zalando-datasets/fashion_mnist") as err:
-        load_fashion_mnist(tmp_path)
+        load_fashion_mnist(tmp_path, packages=())
     # `datasets` is installed here: the advice is to let it fetch the data, not to install it; the study's keys named
-    assert "install `datasets`" not in str(err.value) and "Or let `datasets` fetch the hub copy" in str(err.value)
+    assert "installed (pip install datasets)" not in str(err.value) and "where `datasets` fetches the hub copy" in \
+        str(err.value)
     assert "`image.fashion_mnist_dir` of params.yaml" in str(err.value) and "`image.dataset: digits_stand_in`" in \
         str(err.value)
     monkeypatch.setitem(sys.modules, "datasets", None)  # not installed
-    with pytest.raises(FashionMNISTUnavailable, match=r"Or install `datasets` \(pip install datasets\)"):
-        load_fashion_mnist(tmp_path)
+    with pytest.raises(FashionMNISTUnavailable, match=r"once `datasets` is installed \(pip install datasets\)"):
+        load_fashion_mnist(tmp_path, packages=())
 
 
 def test_load_dataset_rejects_unknown_names():

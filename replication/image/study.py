@@ -99,7 +99,8 @@ def _embedding(problem: dict):
 
 
 def prepare(params: dict, *, refit: bool = False, ship: bool = False) -> list[str]:
-    """Load the data set and find (shipped, cached) or fit its UMAP embedding; returns a description.
+    """Fetch Fashion-MNIST where it is missing (:func:`~replication.image.fashion_mnist.ensure_fashion_mnist`),
+    load the data set and find (shipped, cached) or fit its UMAP embedding; returns a description.
 
     ``refit``: compute the embedding afresh (no shipped file, no cache) and say whether it equals
     the one ``image.umap.sha256`` pins; ``ship`` (with ``refit``, for maintainers): write it among
@@ -109,12 +110,17 @@ def prepare(params: dict, *, refit: bool = False, ship: bool = False) -> list[st
     problem = {**dataset_spec(p), "umap": umap_spec(p)}
     if ship and not refit:
         raise UsageError("--ship writes a refitted embedding: add --refit")
+    data = []
+    if problem["name"] == "fashion_mnist":
+        from .fashion_mnist import ensure_fashion_mnist
+
+        data.append(ensure_fashion_mnist(problem["directory"]))
     if not refit:
         dataset, emb = _embedding(problem)
         state = {"shipped": "shipped with sabo-bench", "cache": "cached"}.get(emb.source,
                                                                              f"fitted in {emb.fit_seconds:.1f} s")
         pinned = "pinned by image.umap.sha256" if "sha256" in problem["umap"] else "not pinned"
-        return [f"{dataset.name}: {dataset.n_train} train / {dataset.n_test} test images; "
+        return [*data, f"{dataset.name}: {dataset.n_train} train / {dataset.n_test} test images; "
                 f"UMAP to {emb.train.shape[1]} dims {state} (sha256 {emb.sha256[:16]}..., {pinned}): {emb.path}"]
     from .features import SHIPPED_DIR, embedding_inputs, umap_embedding, write_embedding
 
@@ -127,8 +133,8 @@ def prepare(params: dict, *, refit: bool = False, ship: bool = False) -> list[st
                else "equal to the pinned embedding" if emb.sha256 == pin
                else f"DIFFERENT from the pinned embedding {pin[:16]}...")
     software = ", ".join(f"{k} {v}" for k, v in emb.params["software"].items())
-    lines = [f"{dataset.name}: UMAP to {u['n_components']} dims refitted in {emb.fit_seconds:.1f} s ({software}): "
-             f"sha256 {emb.sha256}, {verdict}"]
+    lines = [*data, f"{dataset.name}: UMAP to {u['n_components']} dims refitted in {emb.fit_seconds:.1f} s "
+                    f"({software}): sha256 {emb.sha256}, {verdict}"]
     if ship:
         path = SHIPPED_DIR / f"{problem['name']}-umap{u['n_components']}-seed{u['seed']}-{emb.sha256[:16]}.npz"
         write_embedding(path, emb, embedding_inputs(dataset, **umap_params))
