@@ -46,7 +46,7 @@ BBOB = ["bbob", "--profile", "ci"]
 START_S = 180.0  # a node's start, under load
 WAIT_S = 600.0  # each wait for a study's state or end: generous, nothing here is timed
 STOP_GRACE_S = 5.0  # for the processes of a node to end on SIGTERM (`ray stop` gives 16 s; the GCS takes ~10)
-# the head notices a dead node after this many missed health checks (Ray's defaults: 5 every 3 s)
+# the head marks a node dead after 5 failed health checks 1 s apart: ~5 s (Ray's defaults, 3 s apart: ~15 s)
 HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "5"}
 
 
