@@ -1,4 +1,5 @@
 """The run engine as an operator meets it: hostile or broken files in runs/, locks, file modes."""
+import itertools
 import json
 import os
 import pickle
@@ -169,6 +170,80 @@ def test_a_second_study_skips_held_runs_then_waits_for_them(tmp_path):
         assert proc.poll() is None and load_record(tmp_path, held) is None  # the held one waits
     assert proc.communicate(timeout=60)[0].strip() == "done" and proc.returncode == 0
     assert load_record(tmp_path, held)["config_hash"] == held.hash
+
+
+def interrupted_ellipsoid(at_call: int, before=None):
+    """The ellipsoid, raising KeyboardInterrupt (Ctrl-C) at its ``at_call``-th evaluation, after ``before()``."""
+    from replication.synthetic.functions import FUNCTIONS
+
+    ellipsoid, optimum = FUNCTIONS["ellipsoid"]
+    calls = itertools.count(1)
+
+    def objective(X):
+        if next(calls) == at_call:
+            if before is not None:
+                before()
+            raise KeyboardInterrupt
+        return ellipsoid(X)
+
+    return objective, optimum
+
+
+def test_an_interrupted_run_removes_its_lock_file_and_resumes(tmp_path, monkeypatch):
+    """Ctrl-C inside a run (a KeyboardInterrupt from its objective): its lock file goes with it (two empty ``.lock``
+    files stayed in a runs directory after an interrupted stage), its checkpoint stays, and the run resumes to the
+    record of an uninterrupted one."""
+    from replication.synthetic.functions import FUNCTIONS
+
+    cfg = small_config("ingo", dim=6, T=40)
+    with monkeypatch.context() as patched:
+        patched.setitem(FUNCTIONS, "ellipsoid", interrupted_ellipsoid(25))
+        with pytest.raises(KeyboardInterrupt):
+            execute(cfg, tmp_path / "runs", checkpoint_every_s=1e9, checkpoint_every_iters=10)
+    assert checkpoint_path(tmp_path / "runs", cfg).exists() and not lock_path(tmp_path / "runs", cfg).exists()
+    assert not list(tmp_path.rglob("*.lock"))
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 1
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+    assert not list(tmp_path.rglob("*.lock"))
+
+
+WAIT_FOR_IT = """
+import sys
+sys.path.insert(0, {tests!r})
+from helpers import small_config
+from replication.engine import execute
+print("waiting", flush=True)
+print(execute(small_config("ingo", dim=6, T=40), {runs!r}, wait_for_lock=True)["provenance"]["resumed"], flush=True)
+"""
+
+
+def test_a_process_waiting_for_an_interrupted_run_takes_it_over(tmp_path, monkeypatch):
+    """The lock file is removed while held: a process waiting for it then locks the path anew (it neither waits on
+    the removed file forever nor fails) and resumes the run from the interrupted one's checkpoint."""
+    from replication.synthetic.functions import FUNCTIONS
+
+    cfg = small_config("ingo", dim=6, T=40)
+    waiter = []
+
+    def start_waiter():  # while the run holds its lock
+        waiter.append(subprocess.Popen([sys.executable, "-c", WAIT_FOR_IT.format(
+            tests=os.path.dirname(__file__), runs=str(tmp_path))], stdout=subprocess.PIPE, text=True))
+        assert waiter[0].stdout.readline().strip() == "waiting"
+        time.sleep(1.0)  # most likely polling the lock by now; if not, it finds the checkpoint all the same
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setitem(FUNCTIONS, "ellipsoid", interrupted_ellipsoid(25, before=start_waiter))
+            with pytest.raises(KeyboardInterrupt):
+                execute(cfg, tmp_path, checkpoint_every_s=1e9, checkpoint_every_iters=10)
+        out, _ = waiter[0].communicate(timeout=120)
+    finally:
+        for proc in waiter:
+            proc.kill()
+    assert waiter[0].returncode == 0 and out.strip() == "1"  # resumed once, from the checkpoint
+    assert deterministic_part(load_record(tmp_path, cfg)) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+    assert not list(tmp_path.rglob("*.lock"))
 
 
 def test_files_get_the_umask_mode(tmp_path):
