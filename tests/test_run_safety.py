@@ -3,6 +3,7 @@ import itertools
 import json
 import os
 import pickle
+import re
 import stat
 import subprocess
 import sys
@@ -408,6 +409,100 @@ def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
     bad = RunConfig.from_dict({**good.to_dict(), "problem": {**good.problem, "name": "no_such_function"}})
     with pytest.raises(RunFailed, match=rf"^run {bad.label} \(method 'ingo'\) failed: .*no_such_function"):
         run_configs([bad, good], tmp_path, workers=2, progress=False)
+
+
+FLAKY = """
+import baselines
+
+
+class FlakyIngo(baselines.get("ingo")):
+    \"\"\"INGO that raises at iteration ``fail_at`` (never with the default -1): a plug-in's bug on some configs.\"\"\"
+
+    name = "flaky_ingo"
+
+    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *, fail_at=-1, baseline="mean",
+                 shaping="zscore", precision_floor=0.05, nonfinite="raise"):
+        super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline, shaping=shaping,
+                         precision_floor=precision_floor, nonfinite=nonfinite)
+        self.fail_at = fail_at
+
+    def _tell(self, values):
+        if self.nit == self.fail_at:
+            raise RuntimeError(f"flaky_ingo fails at iteration {self.fail_at} on purpose")
+        return super()._tell(values)
+"""
+
+
+@pytest.fixture
+def flaky(registries, monkeypatch, tmp_path):
+    """FlakyIngo as the ``module:Class`` plug-in ``flaky_plugin:FlakyIngo``: local workers import it too."""
+    import baselines
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "flaky_plugin.py").write_text(FLAKY)
+    monkeypatch.syspath_prepend(str(site))  # spawned workers start with this sys.path
+    monkeypatch.setattr(baselines, "_IMPORTED", {})
+    yield baselines.load_class("flaky_plugin:FlakyIngo", allow=["flaky_plugin"])
+    sys.modules.pop("flaky_plugin", None)
+
+
+@pytest.mark.parametrize("executor, workers", [("local", 1), ("local", 2), ("ray", 2)])
+def test_keep_going_runs_every_other_run_then_lists_the_failure(tmp_path, flaky, executor, workers):
+    """By default the first run that raises stops the study; with keep_going the others all run, and the failure
+    comes at the end with its traceback file: in the serial executor, the pool and Ray alike."""
+    from replication.engine import error_path
+    from replication.errors import RunFailed, RunsFailed
+    from replication.executors import run_configs
+
+    if executor == "ray":
+        pytest.importorskip("ray")
+    bad = small_config("flaky_ingo", dim=6, T=30, seed=2, fail_at=5)
+    good = [small_config("flaky_ingo", dim=6, T=30, seed=s) for s in (0, 1)] + [small_config("ingo", dim=6, T=30)]
+    with pytest.raises(RunFailed, match=rf"^run {bad.label} \(method 'flaky_ingo'\) failed"):
+        run_configs([bad, *good], tmp_path / "default", workers=workers, executor=executor, progress=False)
+    if workers == 1:  # the failing run went first (equal costs keep the given order): nothing after it ran
+        assert not list((tmp_path / "default").rglob("*.json"))
+
+    runs = tmp_path / "runs"
+    with pytest.raises(RunsFailed) as caught:
+        run_configs([bad, *good], runs, workers=workers, executor=executor, progress=False, keep_going=True)
+    [line] = caught.value.failures
+    trace = error_path(runs, bad)
+    assert line.startswith(f"run {bad.label} (method 'flaky_ingo') failed: RuntimeError: flaky_ingo fails at "
+                           "iteration 5 on purpose (at ") and line.endswith(f"the traceback is in {trace}")
+    assert "flaky_ingo fails at iteration 5" in trace.read_text()
+    assert [r["config_hash"] for r in caught.value.records] == [c.hash for c in good]
+    assert all(load_record(runs, c)["result"]["status"] == "completed" for c in good)
+    assert load_record(runs, bad) is None and not list(runs.rglob("*.lock"))
+
+
+def test_run_keep_going_on_the_command_line(tmp_path, flaky, capsys, monkeypatch):
+    """`sabo-bench run --keep-going`: the summary of the runs that finished, one line per failed run, one line of
+    totals, exit status 1; without it the failed runs are retried and stop the study at once."""
+    import yaml
+    from helpers import tiny_params
+
+    from replication.cli import main
+
+    params = tiny_params(functions=["ellipsoid"], methods=["ingo"])
+    params["synthetic"]["methods"]["flaky"] = {"optimizer": "flaky_ingo", "fail_at": 3}
+    params["plugins"] = {"allow": ["flaky_plugin"], "optimizers": ["flaky_plugin:FlakyIngo"]}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    argv = ["run", "synthetic", "--workers", "2", "--no-track", "--quiet"]
+    assert main([*argv, "--keep-going"]) == 1
+    out, err = capsys.readouterr()
+    assert out.strip() == "2 runs finished (0 diverged) under runs/synthetic"
+    lines = err.splitlines()
+    assert len(lines) == 3 and lines[2] == ("error: 2 of 4 runs failed (above, each with its traceback file); the "
+                                            "others are recorded: run the same command again to retry the failed ones")
+    for line, seed in zip(sorted(lines[:2]), (0, 1)):
+        assert line.startswith(f"error: run d10_N6/ellipsoid/flaky/seed{seed} (method 'flaky') failed: RuntimeError: "
+                               "flaky_ingo fails at iteration 3 on purpose (at ")
+        assert re.search(r"the traceback is in runs/synthetic/d10_N6/flaky/\w+\.error\.txt$", line)
+    assert main(argv) == 1  # the default: the first failure stops the study
+    assert len(capsys.readouterr().err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("flaw, message", [
