@@ -37,7 +37,7 @@ import sabo
 from . import stopping
 from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
-from .errors import ResourceUnavailable, RunFailed, UsageError, one_line
+from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, one_line
 from .executors import EXECUTORS, default_workers, one_thread, run_configs
 from .names import natural_order
 from .storage import quarantined_files
@@ -257,12 +257,22 @@ def cmd_run(args) -> int:
     make_runs_dir(args)
     logger = make_logger(args, params)
     workers = args.workers if args.workers is not None else default_workers(configs)
-    records = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
-                          on_record=logger, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every)
+    try:
+        records, failures = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
+                                        on_record=logger, progress=not args.quiet,
+                                        checkpoint_every_s=args.checkpoint_every, keep_going=args.keep_going), []
+    except RunsFailed as exc:  # --keep-going: the other runs finished
+        records, failures = exc.records, exc.failures
     diverged = sum(r["result"]["status"] == "diverged" for r in records)
     print(f"{len(records)} runs finished ({diverged} diverged) under {args.runs_dir}/{args.study}")
     if logger is not None:
         logger.summarize()  # a warning, exit status unchanged: tracking never fails a study
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr)
+    if failures:
+        print(f"error: {len(failures)} of {len(configs)} runs failed (above, each with its traceback file); the others "
+              "are recorded: run the same command again to retry the failed ones", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -477,6 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local worker processes, or Ray (RAY_ADDRESS, else a local Ray instance)")
     p.add_argument("--checkpoint-every", type=positive_seconds, default=30.0, metavar="SECONDS",
                    help="checkpoint each run this often (default: %(default)s)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="a run that raises does not stop the study: the other runs go on, and the failed ones are "
+                        "listed at the end with their traceback files (exit status 1)")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--allow-empty", action="store_true",
@@ -543,8 +556,9 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RunFailed as exc:  # a run raised: where, and that the rest stopped as on Ctrl-C
+        going_on = " (`run --keep-going` runs the others first)" if args.command == "run" else ""
         print(f"error: {exc}; the study stopped (other runs recorded or checkpointed): run the same command "
-              "again to retry", file=sys.stderr)
+              f"again to retry{going_on}", file=sys.stderr)
         return 1
     except UsageError as exc:  # a bad argument or parameter file: one line per problem, no traceback
         for line in str(exc).splitlines() or ["(no message)"]:

@@ -16,7 +16,9 @@
   recomputed. Temporary files left by an interrupted write are deleted.
 * One process per run: a lock file ``<hash>.lock`` next to the record is held while the run
   executes, so two studies sharing a runs directory never compute the same run; with
-  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once.
+  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once. The run removes
+  it however it ends (a run killed outright leaves it: an empty file that locks nothing, removed
+  when the run next ends).
 * Stoppable: a stop request (:mod:`replication.stopping`: Ctrl-C, SIGTERM) ends the run at the
   next iteration boundary, after writing a checkpoint, with :class:`~replication.stopping.StopRequested`.
 * A run whose objective or update overflows ends with ``status = "diverged"`` and the curve
@@ -286,20 +288,19 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         try:
             record = _execute_locked(config, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress)
         except (UsageError, ResourceUnavailable):
-            # refused (its parameters) or unable to start here (its model or data missing): every process
-            # trying it now fails the same way, and a lock file left behind would only clutter the directory
-            lock.unlink(missing_ok=True)
-            raise
+            raise  # refused (its parameters) or unable to start here (its model or data missing): not a RunFailed
         except _ProgressRaised as wrapped:  # the caller's own exception, as raised
             raise wrapped.__cause__ from None
         except Exception as exc:
-            lock.unlink(missing_ok=True)
             raise _failed(config, runs_dir, exc) from None
-        error_path(runs_dir, config).unlink(missing_ok=True)
-        # Safe while holding it: the record exists now, and every process looks for the record
-        # before it takes the lock, so no one needs this file any more.
-        lock.unlink(missing_ok=True)
-        return record
+        else:
+            error_path(runs_dir, config).unlink(missing_ok=True)
+            return record
+        finally:
+            # However the run ends (recorded, failed, stopped, interrupted), its lock file goes, removed while
+            # held: a process that opened it before and takes the lock after finds it unlinked and locks the path
+            # anew (filelock >= 3.29.5 checks st_nlink after flock, and leaves the file to us on release).
+            lock.unlink(missing_ok=True)
 
 
 def _failed(config: RunConfig, runs_dir, exc: Exception) -> RunFailed:

@@ -41,3 +41,17 @@ class RunFailed(Exception):
     command again retries the run. Built from the message alone, so it crosses process
     boundaries (local workers, Ray) unchanged.
     """
+
+
+class RunsFailed(Exception):
+    """Runs that raised while the study went on (``--keep-going``): every other run was executed.
+
+    ``failures`` holds each failed run's :class:`RunFailed` line, which names its traceback file;
+    ``records`` the records of the runs that finished, in the order of the study's runs. The
+    command line prints the failures after the study's summary and exits with status 1; running
+    the same command again retries the failed runs.
+    """
+
+    def __init__(self, failures: list[str], records: list[dict]):
+        super().__init__(f"{len(failures)} run(s) failed")
+        self.failures, self.records = list(failures), list(records)

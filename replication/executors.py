@@ -19,6 +19,10 @@ progress running runs report (local executors), counts what a resumed run's chec
 done, and schedules the runs left on the executor's workers; it shows once a run has finished
 or reported.
 
+A run that raises (:class:`~replication.errors.RunFailed`) stops the study as a stop request
+does; with ``keep_going`` the other runs go on, and :class:`~replication.errors.RunsFailed`
+lists the failures at the end.
+
 Stopping (:mod:`replication.stopping`): on Ctrl-C or SIGTERM queued runs are cancelled, running
 ones write a checkpoint at their next iteration boundary, and :class:`StopRequested` reaches
 the caller within seconds. Local workers end with their parent even when it is killed with
@@ -54,7 +58,7 @@ from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
 from .engine import RunBusy, check_parameters, checkpoint_progress, execute, load_record
-from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, UsageError
+from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError
 from .eta import Eta
 from .studies import get_study, run_gpus
 
@@ -188,8 +192,14 @@ def _execute_ray(*args):
 
 
 def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executor: str = "local",
-                on_record=None, progress: bool = True, checkpoint_every_s: float = 30.0) -> list[dict]:
-    """Execute every config (skipping finished ones) and return their records in input order."""
+                on_record=None, progress: bool = True, checkpoint_every_s: float = 30.0,
+                keep_going: bool = False) -> list[dict]:
+    """Execute every config (skipping finished ones) and return their records in input order.
+
+    A run that raises stops the study with its :class:`~replication.errors.RunFailed`; with
+    ``keep_going`` every other run is executed first, then :class:`~replication.errors.RunsFailed`
+    is raised with the failures and the finished runs' records.
+    """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS} (got {executor!r})")
     if workers < 1:
@@ -211,7 +221,7 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))
     shares = cost_shares(configs)
     todo.sort(key=lambda c: -shares[c.hash])
-    tracker = _Progress(configs, records, todo, shares, runs_dir, on_record, enabled=progress)
+    tracker = _Progress(configs, records, todo, shares, runs_dir, on_record, enabled=progress, keep_going=keep_going)
     run = {"ray": _run_ray, "local": _run_serial if workers == 1 else _run_pool}[executor]
     try:
         busy = run(todo, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=False) if todo else []
@@ -220,6 +230,8 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
             run(busy, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=True)
     finally:
         tracker.close()
+    if tracker.failures:
+        raise RunsFailed(tracker.failures, [records[c.hash] for c in configs if c.hash in records])
     return [records[c.hash] for c in configs]
 
 
@@ -227,14 +239,16 @@ class _Progress:
     """The progress bar: work done by cost share, runs done, and the ETA of :class:`~replication.eta.Eta`.
 
     ``records``: the finished runs so far (updated here as runs end); their measured times
-    calibrate the ETA, those of earlier sessions included. The bar is redrawn with a fresh ETA
+    calibrate the ETA, those of earlier sessions included. ``failures``: the lines of the runs
+    that raised, with ``keep_going`` (:meth:`failed`). The bar is redrawn with a fresh ETA
     when a run ends or a running one reports its progress (:class:`_Reporter`), at most every
     :data:`ETA_EVERY_S` seconds. Without a bar (``enabled=False``) no ETA is computed.
     """
 
-    def __init__(self, configs, records, todo, shares, runs_dir, on_record, *, enabled: bool):
+    def __init__(self, configs, records, todo, shares, runs_dir, on_record, *, enabled: bool,
+                 keep_going: bool = False):
         self.configs, self.records, self.shares, self.on_record = configs, records, shares, on_record
-        self.enabled = enabled
+        self.enabled, self.keep_going, self.failures = enabled, keep_going, []
         self._groups = {c.hash: _eta_groups(c) for c in configs}
         self.eta = Eta([(c.hash, shares[c.hash], self._groups[c.hash],
                          1.0 - checkpoint_progress(runs_dir, c) if enabled else 1.0) for c in todo])
@@ -263,6 +277,15 @@ class _Progress:
         # the shares' float sum may end a hair above 100, and tqdm then shows a negative percentage left
         done = len(self.records) == len(self.configs)
         self._show(update=self.bar.total - self.bar.n if done else min(self.shares[key], self.bar.total - self.bar.n))
+
+    def failed(self, config: RunConfig, error: RunFailed) -> None:
+        """A run raised: ``error`` is raised again (the study stops), unless ``keep_going``: then it is
+        kept for the end, counted beside the bar, and the next run starts."""
+        if not self.keep_going:
+            raise error
+        self.failures.append(str(error))
+        self.eta.finished(config.hash, time.monotonic())
+        self._show()
 
     def progress(self, report) -> None:
         """A running run's :class:`_Reporter` message."""
@@ -301,7 +324,8 @@ class _Progress:
             left = self.eta.seconds_left(now)
             self._eta_text = "ETA: measuring" if left is None else f"ETA {_format_interval(round(left))}"
             self._eta_at = now
-        parts = [self._eta_text, f"{len(self.records)}/{len(self.configs)} runs"]
+        parts = [self._eta_text, f"{len(self.records)}/{len(self.configs)} runs",
+                 f"{len(self.failures)} failed" if self.failures else None]
         note = f"waiting for {len(self._held)} held by another process" if self._waiting and self._held else None
         parts.append(note or (f"last {self._last_label}" if self._last_label else None))
         self.bar.set_postfix_str(", ".join(p for p in parts if p), refresh=not update)
@@ -341,6 +365,8 @@ def _run_serial(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_fo
             except RunBusy:
                 busy.append(config)
                 tracker.released(config)
+            except RunFailed as exc:
+                tracker.failed(config, exc)
     finally:
         restore()
     return busy
@@ -377,7 +403,12 @@ def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_
             if not done:
                 tracker.tick()
             for future in done:
-                config, outcome = pending.pop(future), future.result()
+                config = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except RunFailed as exc:
+                    tracker.failed(config, exc)
+                    continue
                 if outcome == BUSY:
                     busy.append(config)
                     tracker.released(config)
@@ -477,7 +508,12 @@ def _run_ray(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_l
                 if not done:
                     tracker.tick()
                 for ref in done:
-                    config, outcome = refs.pop(ref), _ray_outcome(ray, ref)
+                    config = refs.pop(ref)
+                    try:
+                        outcome = _ray_outcome(ray, ref)
+                    except RunFailed as exc:
+                        tracker.failed(config, exc)
+                        continue
                     if outcome == BUSY:
                         busy.append(config)
                         tracker.released(config)

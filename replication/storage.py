@@ -13,10 +13,12 @@
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,19 +37,25 @@ def _process_umask() -> int:
 _FILE_MODE = 0o666 & ~_process_umask()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary file beside ``path`` for the block to fill, renamed over ``path`` when the block ends.
+
+    For a file that another library writes by name (an MLflow SQLite store): the block gets the
+    empty file's path. If the block raises, the temporary file is deleted and ``path`` is left
+    as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        os.fchmod(fd, _FILE_MODE)  # mkstemp creates 0600
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -56,8 +64,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
-    """Delete temporary files that an interrupted :func:`atomic_write_bytes` of ``path`` left.
+    """Delete temporary files that an interrupted :func:`atomic_file` of ``path`` left.
 
     Call it only while no other writer of ``path`` can be active (e.g. holding the run's lock).
     """

@@ -46,10 +46,17 @@ exclusive file lock next to the database, so parallel loggers neither lose write
 duplicate group runs. The tracking URI is ``MLFLOW_TRACKING_URI`` if set, else
 ``sqlite:///mlflow.db``.
 
-Connecting is bounded in time (``SABO_BENCH_TRACKING_TIMEOUT`` seconds, default 15): a locked
-or broken database or an unreachable server makes ``Tracker()`` raise instead of hanging, so
-the command line can carry on without tracking. Tag values are never spliced raw into MLflow
-filter strings (see ``_tag_clause``): names with quotes are looked up correctly.
+Connecting never hangs: ``SABO_BENCH_TRACKING_TIMEOUT`` seconds (default 15) bound every wait
+for something else, so that ``Tracker()`` raises and the command line carries on without
+tracking. For a SQLite store that is the wait for another process: for the lock file (another
+logger) and for the database's own lock (another writer); a corrupt file fails at once. Work
+done in this process is not bounded: creating a new store (MLflow's tables and migrations) and
+opening one take seconds, minutes on a loaded machine, and a slow machine is not an unusable
+store. A new store is created beside its path and renamed into place (``_create_sqlite_store``),
+so that an interrupted creation leaves no half-made database. For any other store (a tracking
+server, another database) the timeout bounds the whole connection: its first answer included.
+Tag values are never spliced raw into MLflow filter strings (see ``_tag_clause``): names with
+quotes are looked up correctly.
 """
 from __future__ import annotations
 
@@ -60,6 +67,7 @@ import io
 import logging
 import os
 import re
+import sqlite3
 import tempfile
 import threading
 import time
@@ -70,6 +78,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import RunConfig, flatten
+from .storage import atomic_file, remove_stale_temporaries
 
 DEFAULT_URI = "sqlite:///mlflow.db"
 DEFAULT_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
@@ -88,7 +97,7 @@ EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table
         "`final_error_median`, open the chart view (`sabo-bench track <study> --profile <profile> --setting "
         "<setting> --function <function>` prints the link)."),
 }
-DEFAULT_TIMEOUT_S = 15.0     # connecting (lock wait included): a locked sqlite db fails in ~5 s
+DEFAULT_TIMEOUT_S = 15.0     # waiting for another process's lock on a SQLite store, or for a server
 QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
 LOG_LOCK_TIMEOUT_S = 120.0   # waiting for another logger's file lock while logging one record
 
@@ -175,14 +184,47 @@ def _forget_cached_engine(uri: str) -> None:
         pass
 
 
+def _create_sqlite_store(db: Path, client_class) -> None:
+    """A new MLflow store at ``db`` (absent or empty): MLflow creates its tables in a temporary
+    file beside ``db``, which is then renamed to ``db`` (:func:`~replication.storage.atomic_file`).
+
+    A creation that is interrupted (Ctrl-C, a kill) leaves no store, rather than one whose
+    migrations stopped halfway, which MLflow would refuse to open from then on as out of date.
+    Call it holding the store's lock file: the temporary files of a killed creation are removed.
+    """
+    remove_stale_temporaries(db)
+    with atomic_file(db) as tmp:
+        uri = f"sqlite:///{tmp}"
+        try:
+            client_class(tracking_uri=uri).search_experiments(max_results=1)
+        finally:
+            _forget_cached_engine(uri)  # its connections closed before the file is renamed
+
+
+def _wait_for_writers(db: Path, deadline: float) -> None:
+    """Return once no other connection is writing to the SQLite database ``db``; raises
+    ``sqlite3.OperationalError`` (database is locked) past ``deadline`` (monotonic).
+
+    The reserved lock taken here (and given back at once) is the one every write begins with;
+    a file that is not a database fails here too, at once.
+    """
+    connection = sqlite3.connect(db, timeout=max(0.0, deadline - time.monotonic()), isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
+
+
 class Tracker:
     """Logs records and report artifacts to MLflow (imported lazily: it is slow to import)."""
 
     def __init__(self, uri: str | None = None, *, timeout: float | None = None):
         """Connect to the tracking store; raises (never hangs) if it is unusable.
 
-        ``timeout`` (default ``SABO_BENCH_TRACKING_TIMEOUT``, else 15 s) bounds the whole
-        connection: waiting for the lock file, creating/migrating the database, the first query.
+        ``timeout`` (default ``SABO_BENCH_TRACKING_TIMEOUT``, else 15 s) bounds what the
+        connection waits for (module docstring): another process's lock on a SQLite store, the
+        whole connection to any other store. Creating or opening a SQLite store is not bounded.
         """
         from mlflow.tracking import MlflowClient  # slow import: outside the deadline
 
@@ -195,31 +237,51 @@ class Tracker:
         if self.uri.startswith("sqlite:///"):
             db = Path(self.uri[len("sqlite:///"):])
             self._lock_file = db.with_name(db.name + ".lock")
-        self.client = self._connect(MlflowClient)
+            self.client = self._open_sqlite(db, MlflowClient)
+        else:
+            self.client = self._connect(MlflowClient)
+
+    def _open_sqlite(self, db: Path, client_class):
+        """The client of the SQLite store ``db``, after a first query; created if it is new.
+
+        Only the waits for other processes are bounded by ``self.timeout``: for the lock file,
+        then for a writer holding the database (:func:`_wait_for_writers`). MLflow's own work
+        runs in this thread, to its end (a Ctrl-C still stops it).
+        """
+        deadline = time.monotonic() + self.timeout
+        with self._locked(deadline=deadline):  # one process at a time creates the store
+            try:
+                if not db.exists() or db.stat().st_size == 0:
+                    _create_sqlite_store(db, client_class)
+                else:
+                    _wait_for_writers(db, deadline)
+                client = client_class(tracking_uri=self.uri)
+                client.search_experiments(max_results=1)
+            except BaseException:
+                _forget_cached_engine(self.uri)
+                raise
+        return client
 
     def _connect(self, client_class):
-        """The client, after a first query, within ``self.timeout`` seconds.
+        """The client of a store other than SQLite, after a first query, within ``self.timeout`` seconds.
 
         The connection runs in a daemon thread: MLflow may block far longer than we want (an
         HTTP server that does not answer is retried for minutes); on timeout the thread is left
         behind and dies with the process.
         """
-        deadline = time.monotonic() + self.timeout
         outcome: dict = {}
 
         def connect():
             try:
-                with self._locked(deadline=deadline):  # the first access creates/migrates the db: one process at a time
-                    client = client_class(tracking_uri=self.uri)
-                    client.search_experiments(max_results=1)
+                client = client_class(tracking_uri=self.uri)
+                client.search_experiments(max_results=1)
                 outcome["client"] = client
             except BaseException as exc:  # handed to the caller's thread
-                _forget_cached_engine(self.uri)
                 outcome["error"] = exc
 
         thread = threading.Thread(target=connect, name="mlflow-connect", daemon=True)
         thread.start()
-        thread.join(max(0.0, deadline - time.monotonic()) + 0.5)
+        thread.join(self.timeout)
         if "client" in outcome:
             return outcome["client"]
         if "error" in outcome:

@@ -430,7 +430,8 @@ def test_a_failed_run_is_one_line_and_exit_status_1(tmp_path, params, capsys, mo
     assert main(["run", "synthetic", "--params", params, "--runs-dir", str(tmp_path), "--no-track", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: run d10_N6/levy/sabo/seed0 (method 'sabo') failed: RuntimeError: boom") and \
-        err.endswith("the study stopped (other runs recorded or checkpointed): run the same command again to retry\n")
+        err.endswith("the study stopped (other runs recorded or checkpointed): run the same command again to retry "
+                     "(`run --keep-going` runs the others first)\n")
     assert err.count("\n") == 1
 
 

@@ -135,7 +135,6 @@ def test_the_readme_comparison_shows_sabo_and_ingo_error_curves_in_mlflow_ui(tmp
     shutil.copyfile(ROOT / "params.yaml", tmp_path / "params.yaml")
     db = tmp_path / "mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
-    monkeypatch.setenv("SABO_BENCH_TRACKING_TIMEOUT", "120")  # creating the tables alone can take 15 s here
     selection = ["--profile", "ci", "--setting", SETTING, "--function", FUNCTION]
     assert main(["run", "synthetic", *selection, "--method", *METHODS, "--workers", "2", "--quiet"]) == 0
     assert "4 runs finished (0 diverged)" in capsys.readouterr().out

@@ -1,7 +1,9 @@
 """The run engine as an operator meets it: hostile or broken files in runs/, locks, file modes."""
+import itertools
 import json
 import os
 import pickle
+import re
 import stat
 import subprocess
 import sys
@@ -171,6 +173,80 @@ def test_a_second_study_skips_held_runs_then_waits_for_them(tmp_path):
     assert load_record(tmp_path, held)["config_hash"] == held.hash
 
 
+def interrupted_ellipsoid(at_call: int, before=None):
+    """The ellipsoid, raising KeyboardInterrupt (Ctrl-C) at its ``at_call``-th evaluation, after ``before()``."""
+    from replication.synthetic.functions import FUNCTIONS
+
+    ellipsoid, optimum = FUNCTIONS["ellipsoid"]
+    calls = itertools.count(1)
+
+    def objective(X):
+        if next(calls) == at_call:
+            if before is not None:
+                before()
+            raise KeyboardInterrupt
+        return ellipsoid(X)
+
+    return objective, optimum
+
+
+def test_an_interrupted_run_removes_its_lock_file_and_resumes(tmp_path, monkeypatch):
+    """Ctrl-C inside a run (a KeyboardInterrupt from its objective): its lock file goes with it (two empty ``.lock``
+    files stayed in a runs directory after an interrupted stage), its checkpoint stays, and the run resumes to the
+    record of an uninterrupted one."""
+    from replication.synthetic.functions import FUNCTIONS
+
+    cfg = small_config("ingo", dim=6, T=40)
+    with monkeypatch.context() as patched:
+        patched.setitem(FUNCTIONS, "ellipsoid", interrupted_ellipsoid(25))
+        with pytest.raises(KeyboardInterrupt):
+            execute(cfg, tmp_path / "runs", checkpoint_every_s=1e9, checkpoint_every_iters=10)
+    assert checkpoint_path(tmp_path / "runs", cfg).exists() and not lock_path(tmp_path / "runs", cfg).exists()
+    assert not list(tmp_path.rglob("*.lock"))
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 1
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+    assert not list(tmp_path.rglob("*.lock"))
+
+
+WAIT_FOR_IT = """
+import sys
+sys.path.insert(0, {tests!r})
+from helpers import small_config
+from replication.engine import execute
+print("waiting", flush=True)
+print(execute(small_config("ingo", dim=6, T=40), {runs!r}, wait_for_lock=True)["provenance"]["resumed"], flush=True)
+"""
+
+
+def test_a_process_waiting_for_an_interrupted_run_takes_it_over(tmp_path, monkeypatch):
+    """The lock file is removed while held: a process waiting for it then locks the path anew (it neither waits on
+    the removed file forever nor fails) and resumes the run from the interrupted one's checkpoint."""
+    from replication.synthetic.functions import FUNCTIONS
+
+    cfg = small_config("ingo", dim=6, T=40)
+    waiter = []
+
+    def start_waiter():  # while the run holds its lock
+        waiter.append(subprocess.Popen([sys.executable, "-c", WAIT_FOR_IT.format(
+            tests=os.path.dirname(__file__), runs=str(tmp_path))], stdout=subprocess.PIPE, text=True))
+        assert waiter[0].stdout.readline().strip() == "waiting"
+        time.sleep(1.0)  # most likely polling the lock by now; if not, it finds the checkpoint all the same
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setitem(FUNCTIONS, "ellipsoid", interrupted_ellipsoid(25, before=start_waiter))
+            with pytest.raises(KeyboardInterrupt):
+                execute(cfg, tmp_path, checkpoint_every_s=1e9, checkpoint_every_iters=10)
+        out, _ = waiter[0].communicate(timeout=120)
+    finally:
+        for proc in waiter:
+            proc.kill()
+    assert waiter[0].returncode == 0 and out.strip() == "1"  # resumed once, from the checkpoint
+    assert deterministic_part(load_record(tmp_path, cfg)) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+    assert not list(tmp_path.rglob("*.lock"))
+
+
 def test_files_get_the_umask_mode(tmp_path):
     old = os.umask(0o022)
     os.umask(old)
@@ -333,6 +409,100 @@ def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
     bad = RunConfig.from_dict({**good.to_dict(), "problem": {**good.problem, "name": "no_such_function"}})
     with pytest.raises(RunFailed, match=rf"^run {bad.label} \(method 'ingo'\) failed: .*no_such_function"):
         run_configs([bad, good], tmp_path, workers=2, progress=False)
+
+
+FLAKY = """
+import baselines
+
+
+class FlakyIngo(baselines.get("ingo")):
+    \"\"\"INGO that raises at iteration ``fail_at`` (never with the default -1): a plug-in's bug on some configs.\"\"\"
+
+    name = "flaky_ingo"
+
+    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *, fail_at=-1, baseline="mean",
+                 shaping="zscore", precision_floor=0.05, nonfinite="raise"):
+        super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline, shaping=shaping,
+                         precision_floor=precision_floor, nonfinite=nonfinite)
+        self.fail_at = fail_at
+
+    def _tell(self, values):
+        if self.nit == self.fail_at:
+            raise RuntimeError(f"flaky_ingo fails at iteration {self.fail_at} on purpose")
+        return super()._tell(values)
+"""
+
+
+@pytest.fixture
+def flaky(registries, monkeypatch, tmp_path):
+    """FlakyIngo as the ``module:Class`` plug-in ``flaky_plugin:FlakyIngo``: local workers import it too."""
+    import baselines
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "flaky_plugin.py").write_text(FLAKY)
+    monkeypatch.syspath_prepend(str(site))  # spawned workers start with this sys.path
+    monkeypatch.setattr(baselines, "_IMPORTED", {})
+    yield baselines.load_class("flaky_plugin:FlakyIngo", allow=["flaky_plugin"])
+    sys.modules.pop("flaky_plugin", None)
+
+
+@pytest.mark.parametrize("executor, workers", [("local", 1), ("local", 2), ("ray", 2)])
+def test_keep_going_runs_every_other_run_then_lists_the_failure(tmp_path, flaky, executor, workers):
+    """By default the first run that raises stops the study; with keep_going the others all run, and the failure
+    comes at the end with its traceback file: in the serial executor, the pool and Ray alike."""
+    from replication.engine import error_path
+    from replication.errors import RunFailed, RunsFailed
+    from replication.executors import run_configs
+
+    if executor == "ray":
+        pytest.importorskip("ray")
+    bad = small_config("flaky_ingo", dim=6, T=30, seed=2, fail_at=5)
+    good = [small_config("flaky_ingo", dim=6, T=30, seed=s) for s in (0, 1)] + [small_config("ingo", dim=6, T=30)]
+    with pytest.raises(RunFailed, match=rf"^run {bad.label} \(method 'flaky_ingo'\) failed"):
+        run_configs([bad, *good], tmp_path / "default", workers=workers, executor=executor, progress=False)
+    if workers == 1:  # the failing run went first (equal costs keep the given order): nothing after it ran
+        assert not list((tmp_path / "default").rglob("*.json"))
+
+    runs = tmp_path / "runs"
+    with pytest.raises(RunsFailed) as caught:
+        run_configs([bad, *good], runs, workers=workers, executor=executor, progress=False, keep_going=True)
+    [line] = caught.value.failures
+    trace = error_path(runs, bad)
+    assert line.startswith(f"run {bad.label} (method 'flaky_ingo') failed: RuntimeError: flaky_ingo fails at "
+                           "iteration 5 on purpose (at ") and line.endswith(f"the traceback is in {trace}")
+    assert "flaky_ingo fails at iteration 5" in trace.read_text()
+    assert [r["config_hash"] for r in caught.value.records] == [c.hash for c in good]
+    assert all(load_record(runs, c)["result"]["status"] == "completed" for c in good)
+    assert load_record(runs, bad) is None and not list(runs.rglob("*.lock"))
+
+
+def test_run_keep_going_on_the_command_line(tmp_path, flaky, capsys, monkeypatch):
+    """`sabo-bench run --keep-going`: the summary of the runs that finished, one line per failed run, one line of
+    totals, exit status 1; without it the failed runs are retried and stop the study at once."""
+    import yaml
+    from helpers import tiny_params
+
+    from replication.cli import main
+
+    params = tiny_params(functions=["ellipsoid"], methods=["ingo"])
+    params["synthetic"]["methods"]["flaky"] = {"optimizer": "flaky_ingo", "fail_at": 3}
+    params["plugins"] = {"allow": ["flaky_plugin"], "optimizers": ["flaky_plugin:FlakyIngo"]}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    argv = ["run", "synthetic", "--workers", "2", "--no-track", "--quiet"]
+    assert main([*argv, "--keep-going"]) == 1
+    out, err = capsys.readouterr()
+    assert out.strip() == "2 runs finished (0 diverged) under runs/synthetic"
+    lines = err.splitlines()
+    assert len(lines) == 3 and lines[2] == ("error: 2 of 4 runs failed (above, each with its traceback file); the "
+                                            "others are recorded: run the same command again to retry the failed ones")
+    for line, seed in zip(sorted(lines[:2]), (0, 1)):
+        assert line.startswith(f"error: run d10_N6/ellipsoid/flaky/seed{seed} (method 'flaky') failed: RuntimeError: "
+                               "flaky_ingo fails at iteration 3 on purpose (at ")
+        assert re.search(r"the traceback is in runs/synthetic/d10_N6/flaky/\w+\.error\.txt$", line)
+    assert main(argv) == 1  # the default: the first failure stops the study
+    assert len(capsys.readouterr().err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("flaw, message", [

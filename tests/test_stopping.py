@@ -84,6 +84,7 @@ def test_a_signal_stops_the_study_within_seconds_and_a_rerun_resumes(study, sig,
     assert "Traceback" not in err and f"stopped by {signal.Signals(sig).name}" in err
     assert not wait_gone(workers, 5.0)
     assert list(runs.rglob("*.ckpt"))  # interrupted runs kept their checkpoints
+    assert not list(runs.rglob("*.lock"))  # and removed their lock files
 
     rerun = subprocess.run(cmd + ["--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
