@@ -1,10 +1,16 @@
-"""Cost of the noisy-label study at Fashion-MNIST scale, without the data.
+"""Cost of the noisy-label study's objective at Fashion-MNIST scale, without the data.
 
-    python benchmarks/image_scale.py [--iters 20] [--umap]
+    python benchmarks/image_scale.py [--reps 15] [--umap]
 
-1. Time per SABO iteration (two asks, each one batched population loss on a fresh batch)
-   at the paper's scale: N = 100, M = 2048, d~ = 100 (d = 1000), on random features of the
-   real shape (60,000 training points, 8 UMAP coordinates projected by P).
+1. One population loss (N = 100 candidates on a mini-batch of M = 2048, K = 10 classes) at
+   d~ = 10 and 100 (d = 100, 1000), on random embeddings of the real shape (8 coordinates), in
+   four forms, measured interleaved in one process with one BLAS thread: the features
+   projected first, phi = u P (what the study computed before), or P folded into the weights,
+   u (P W^T) (what it computes now); each with the exponential of every shifted logit, or with
+   those below ``EXP_FLOOR`` raised to it first (exact: replication/image/objective.py). Two
+   kinds of weights: those of a run that learns (N(0, 1/d~)), and those of a diverged run (x 1e4,
+   where most exponentials underflow). Prints milliseconds per evaluation of the population and
+   the ratios against the first form.
 2. With --umap: the UMAP fit (8 components) on 60,000 x 784 random data, an estimate of the
    data-preparation cost (numba compilation included, as in a fresh process).
 """
@@ -14,40 +20,44 @@ import argparse
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
+from replication.image import objective
 from replication.image.features import project, projection
-from replication.image.objective import MiniBatchObjective
-from sabo import SABO
+
+FORMS = {"projected, every exp": (False, -np.inf), "projected, floored exp": (False, objective.EXP_FLOOR),
+         "folded, every exp": (True, -np.inf), "folded, floored exp (now)": (True, objective.EXP_FLOOR)}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=15, help="interleaved rounds; the median is shown")
     ap.add_argument("--umap", action="store_true")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
-    u = rng.normal(size=(60_000, 8))
-    phi = project(u, projection(100, 0))
-    y = rng.integers(0, 10, 60_000)
-    objective = MiniBatchObjective(phi, y, batch_size=2048, seed=0)
-    opt = SABO(np.zeros(objective.dim), sigma0=np.sqrt(0.5), popsize=100, lr=0.1, rho=100.0, seed=0)
-
-    def iteration():
-        for _ in range(2):
-            X = opt.ask()
-            opt.tell(X, objective(X))
-
-    iteration()
-    t0 = time.perf_counter()
-    for _ in range(args.iters):
-        iteration()
-    per_iter = (time.perf_counter() - t0) / args.iters
-    t0 = time.perf_counter()
-    for _ in range(args.iters):
-        objective(opt.ask())
-    per_loss = (time.perf_counter() - t0) / args.iters
-    print(f"SABO iteration at N = 100, M = 2048, d = 1000: {per_iter * 1e3:.1f} ms "
-          f"(of which two population losses: {2 * per_loss * 1e3:.1f} ms)")
+    u = rng.normal(size=(2048, 8))
+    y = rng.integers(0, 10, 2048)
+    with threadpool_limits(1):
+        for d_tilde in (10, 100):
+            P = projection(d_tilde, 0)
+            phi = project(u, P)
+            for kind, scale in (("learning", 1.0), ("diverged", 1e4)):
+                W = rng.normal(size=(100, 10 * d_tilde)) * scale / np.sqrt(d_tilde)
+                times = {name: [] for name in FORMS}
+                for _ in range(args.reps):
+                    for name, (folded, floor) in FORMS.items():
+                        objective.EXP_FLOOR = floor
+                        t0 = time.perf_counter()
+                        if folded:
+                            objective.population_losses(W, u, y, projection=P)
+                        else:
+                            objective.population_losses(W, phi, y)
+                        times[name].append(time.perf_counter() - t0)
+                objective.EXP_FLOOR = FORMS["folded, floored exp (now)"][1]
+                base = np.median(times[next(iter(FORMS))])
+                row = ", ".join(f"{name} {np.median(t) * 1e3:.2f} ms ({base / np.median(t):.2f}x)"
+                                for name, t in times.items())
+                print(f"d~ = {d_tilde:3d}, {kind} weights: {row}", flush=True)
     if args.umap:
         import umap
 

@@ -63,6 +63,59 @@ def test_cross_entropy_is_stable_for_huge_logits():
     assert losses[0] == pytest.approx(0.5 * 1e4, rel=1e-12)  # log(e^{1e4} + 1) - 0 = 1e4; second ~ 0
 
 
+@pytest.mark.parametrize("K, k, d_tilde, n", [(10, 8, 100, 7), (3, 2, 1, 1), (10, 8, 5, 30)])
+def test_the_folded_projection_equals_the_projected_features(K, k, d_tilde, n):
+    """logits u (P W^T) are (u P) W^T: the folded objective, predictions and accuracy agree with the
+    unfolded ones (and the loop reference) up to rounding."""
+    rng = np.random.default_rng(3)
+    u, y = rng.standard_normal((120, k)) * 3, rng.integers(0, K, 120)
+    P = rng.standard_normal((k, d_tilde)) / np.sqrt(k)
+    W = rng.standard_normal((n, K * d_tilde))
+    folded = population_losses(W, u, y, n_classes=K, projection=P)
+    np.testing.assert_allclose(folded, population_losses(W, u @ P, y, n_classes=K), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(folded, _loop_losses(W, u @ P, y, K), rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(predict(W[0], u, n_classes=K, projection=P), predict(W[0], u @ P, n_classes=K))
+    objective = MiniBatchObjective(u, y, batch_size=50, seed=0, n_classes=K, projection=P)
+    assert objective.dim == K * d_tilde and objective.d_tilde == d_tilde
+    with pytest.raises(ValueError, match=rf"projection must have shape \({k}, d~\)"):
+        population_losses(W, u, y, n_classes=K, projection=P.T)
+    with pytest.raises(ValueError, match=r"W must have shape \(n, " + str(K * d_tilde) + r"\)"):
+        population_losses(W[:, :-1], u, y, n_classes=K, projection=P)
+
+
+def test_raising_tiny_exponentials_to_the_floor_changes_no_bit(monkeypatch):
+    """The shifted logits below EXP_FLOOR are raised to it before exp (no underflow into denormals or 0):
+    the sum accumulates from 1 upwards, so terms below 2^-53 vanish whatever their value and every loss is
+    bit for bit the unclipped one, on logits of a diverged run (weights ~1e3: most terms underflow)."""
+    rng = np.random.default_rng(4)
+    u, y = rng.standard_normal((300, 8)), rng.integers(0, 10, 300)
+    P = rng.standard_normal((8, 20))
+    for scale in (0.5, 30.0, 1e3, 1e6):
+        W = rng.standard_normal((40, 200)) * scale
+        clipped = population_losses(W, u, y, projection=P)
+        monkeypatch.setattr(image_objective, "EXP_FLOOR", -np.inf)
+        np.testing.assert_array_equal(population_losses(W, u, y, projection=P), clipped)
+        monkeypatch.setattr(image_objective, "EXP_FLOOR", -64.0)
+    assert np.exp(image_objective.EXP_FLOOR) < 2.0**-53
+
+
+def test_the_sum_from_one_upwards_is_what_makes_the_floor_exact(monkeypatch):
+    """A case where summing in plain class order would change with the floor: e^{s_0} (clipped or not) plus
+    e^{s_1} lands on either side of 2^-53, half a unit of 1, and 1 + that rounds differently. Summed from 1
+    upwards, the clipped and unclipped sums are the same."""
+    e1 = 2.0**-53 - 1e-29  # between 2^-53 - e^-64 and 2^-53 - e^-70
+    s = np.array([[-70.0, np.log(e1), 0.0]])[:, :, None]  # (1 row, K = 3, 1 candidate), max 0
+
+    def plain(shifted, floor):
+        return np.exp(np.maximum(shifted, floor)).sum(axis=1)
+
+    assert plain(s, -64.0) != plain(s, -np.inf)  # the plain order is not exact under the floor
+    clipped = image_objective.log_sum_exp_shifted(s.copy())
+    monkeypatch.setattr(image_objective, "EXP_FLOOR", -np.inf)
+    assert image_objective.log_sum_exp_shifted(s.copy()) == clipped
+    np.testing.assert_allclose(clipped, np.log(np.exp(s).sum(axis=1)), rtol=0, atol=1e-15)
+
+
 def test_population_losses_validate():
     phi, y = _data(10)
     with pytest.raises(ValueError, match=r"W must have shape \(n, 60\)"):

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def tiny_params():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     p = params["image"]
-    p["profiles"]["tiny"] = {"seeds": [0, 1], "iterations": 8, "noise_rates": [0.0, 0.4], "dims": ["d100"]}
+    p["profiles"]["tiny"] = {"seeds": [0, 1], "iterations": 8, "noise_rates": [0.0, 0.4], "dims": ["d100"],
+                             "dataset": "digits_stand_in"}
     p["profile"] = "tiny"
     p["dims"] = {"d100": 4, "d1000": 100}
     p["methods"] = {"sabo": {"lr": [0.5], "rho": [1.0, 100.0]}, "ingo": {"lr": [0.5]}, "cmaes": {},
@@ -47,7 +48,13 @@ def test_full_profile_has_the_papers_grid():
     assert {len(v) for k, v in per_cell.items() if k[2] == "sabo_small_rho"} == {12}
     assert {len(v) for k, v in per_cell.items() if k[2] == "sabo_inverse"} == {16}
     assert len(cfgs) == 2 * 5 * (1 + 1 + 12 + 4 + 16 + 16 + 12) * 3
-    assert all(c.problem["name"] == "digits_stand_in" for c in cfgs)  # the offline default
+    assert all(c.problem["name"] == "fashion_mnist" and c.problem["batch_size"] == 2048 for c in cfgs)  # the paper's
+    pins = params["image"]["umap"]["sha256"]
+    assert all(c.problem["umap"]["sha256"] == pins["fashion_mnist"] for c in cfgs)
+    params["image"]["profile"] = "stand_in"  # the same grid on the offline stand-in
+    stand_in = configs(params)
+    assert len(stand_in) == len(cfgs) and all(c.problem["name"] == "digits_stand_in" for c in stand_in)
+    assert all(c.problem["umap"]["sha256"] == pins["digits_stand_in"] for c in stand_in)
 
 
 def test_cost_follows_the_optimizer_a_method_runs_not_its_label():

@@ -192,7 +192,7 @@ BAD_OTHERS = [
     ("image", lambda s: s["methods"]["sabo"].update(lr=[]), ["image.methods.sabo.lr = []", "non-empty list"]),
     ("image", lambda s: s["methods"]["bes"].update(spacin=[1.0]), ["image.methods.bes: key 'spacin'"]),
     ("image", lambda s: s["umap"].update(seed="0"), ["image.umap.seed = '0'", "integer >= 0"]),
-    ("image", lambda s: s["batch_size"].pop("digits_stand_in"), ["image.batch_size", "'digits_stand_in'"]),
+    ("image", lambda s: s["batch_size"].pop("fashion_mnist"), ["image.batch_size", "'fashion_mnist'"]),
     ("prompt", lambda s: s.update(profile="gpu") or s["profiles"]["gpu"].update(methods=["foo"]),
      ["prompt.profiles.gpu.methods[0] = 'foo'", "not a method under prompt.methods"]),
     ("prompt", lambda s: s.update(profile="gpu") or s["profiles"]["gpu"].update(tasks=["sst3"]),

@@ -11,13 +11,34 @@ R^{d~} (:func:`replication.image.features.project`) and labels y_i,
     logits  z_i = W phi_i                    in R^K   (K = 10 classes)
     F(x; B) = (1/|B|) sum_{i in B} [ log sum_k exp(z_ik) - z_{i y_i} ]
 
-the mean cross-entropy (negative log-likelihood of softmax(z_i)) over the batch B; the log-sum-exp
-subtracts max_k z_ik first, so large logits neither overflow nor lose the loss (float64).
+the mean cross-entropy (negative log-likelihood of softmax(z_i)) over the batch B (float64).
+
+**The projection folded into the weights.** The study's features are phi_i = u_i P, a UMAP
+embedding u_i in R^k (k = 8) times a fixed P in R^{k x d~}
+(:mod:`replication.image.features`). Given ``projection=P``, the features passed are the
+embeddings u_i and the logits are computed as
+
+    z_i = u_i (P W^T)                        (k x K per candidate, then k multiply-adds per logit)
+
+instead of (u_i P) W^T: the same numbers in exact arithmetic, M k K + k d~ K multiply-adds per
+candidate instead of M d~ K (d~ = 100, M = 2048: 12x fewer), and phi is never formed. The
+rounding differs from the unfolded product's, so results differ from an unfolded objective's
+in the last bits (the image study's records are computed with the folded form throughout).
+
+**The log-sum-exp, exactly and without underflow.** With s_k = z_ik - max_k z_ik <= 0 (one
+s_k = 0), loss_i = log(sum_k e^{s_k}) - s_{y_i}. The sum is accumulated from 1 upwards:
+S = fl(...fl(fl(1 + e^{s_0}) + e^{s_1}) ... + e^{s_{K-1}}), and sum_k e^{s_k} = S - 1, which is
+exact in floating point (S >= 2 because one term is e^0 = 1, so S - 1 is a multiple of the
+unit in the last place of S). Every partial sum is >= 1, so a term below 2^-53 (half a unit in
+the last place of 1) leaves it unchanged, whatever its value: the s_k below :data:`EXP_FLOOR`
+(e^-64 < 2^-92) are raised to it before the exponential, which then never underflows into
+denormal numbers or zero (a slow path: ~5x slower on the logits of a diverged run), and the
+sum is bit for bit the one the unclipped terms give. ``s_{y_i}`` is taken before clipping.
 
 :func:`population_losses` evaluates n candidates on the same examples with one matrix product
-(features (m, d~) times all n K weight rows at once). :class:`MiniBatchObjective` draws one
-fresh batch per call and evaluates every row of the population on it: the mini-batch contract
-of :mod:`sabo.protocol` (Algorithm 2 samples B' for the perturbation round and a new B for the
+(features times all n K weight rows at once). :class:`MiniBatchObjective` draws one fresh batch
+per call and evaluates every row of the population on it: the mini-batch contract of
+:mod:`sabo.protocol` (Algorithm 2 samples B' for the perturbation round and a new B for the
 update round; one call is one round).
 """
 from __future__ import annotations
@@ -30,13 +51,18 @@ from sabo.protocol import generator_from_state
 from sabo.validation import check_int
 
 __all__ = ["population_losses", "MiniBatchObjective", "accuracy", "predict", "check_data", "mean_cross_entropy",
-           "DEFAULT_BATCH_SIZE"]
+           "log_sum_exp_shifted", "DEFAULT_BATCH_SIZE"]
 
 DEFAULT_BATCH_SIZE = 2048  # the paper's M
 BATCH_SEED_TAG = 0x4D42  # "MB": keeps the sampler's stream apart from others seeded with the same integer
-# Upper bound on the logits held at once (n candidates x rows x K); larger problems are cut into
-# row chunks. 2**22 float64 = 32 MiB per temporary; the paper's ask (100 x 2048 x 10) is one chunk.
-MAX_LOGITS = 2**22
+# The logits held at once (n candidates x rows x K): larger problems are cut into row chunks. The
+# log-sum-exp makes several passes over them, and 2**17 float64 (1 MiB) per temporary keeps those
+# passes in a core's cache: about 1.5-2x faster than one 32 MiB chunk for the paper's ask
+# (100 x 2048 x 10), measured with benchmarks/image_scale.py.
+MAX_LOGITS = 2**17
+#: shifted logits below this are raised to it before the exponential (module docstring: the loss
+#: is bit for bit the same, since e^EXP_FLOOR < 2^-53)
+EXP_FLOOR = -64.0
 
 
 def check_data(features, labels, n_classes) -> tuple[np.ndarray, np.ndarray]:
@@ -67,45 +93,89 @@ def _check_population(X, dim: int, name: str = "X") -> np.ndarray:
     return X
 
 
-def mean_cross_entropy(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
+def _check_projection(projection, k: int) -> np.ndarray | None:
+    """P as a C-contiguous finite float64 (k, d~) array, or None."""
+    if projection is None:
+        return None
+    P = np.ascontiguousarray(projection, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] != k or P.shape[1] == 0:
+        raise ValueError(f"projection must have shape ({k}, d~): one row per feature column (got shape {P.shape})")
+    if not np.all(np.isfinite(P)):
+        raise ValueError("projection must be finite")
+    return P
+
+
+def weight_dim(features: np.ndarray, projection: np.ndarray | None) -> int:
+    """d~: the columns of the features the weights act on (P's columns when folded)."""
+    return (projection if projection is not None else features).shape[1]
+
+
+def logits_matrix(X: np.ndarray, n_classes: int, projection: np.ndarray | None) -> np.ndarray:
+    """The matrix A with logits = features @ A, shape (k or d~, K n), class-major columns (column
+    k n + c = class k of candidate c): W^T, or P W^T when the projection is folded in."""
+    n = X.shape[0]
+    Wk = X.reshape(n, n_classes, -1).transpose(1, 0, 2).reshape(n_classes * n, -1)
+    return Wk.T if projection is None else projection @ Wk.T
+
+
+def mean_cross_entropy(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes: int,
+                       projection: np.ndarray | None = None) -> np.ndarray:
     """Mean cross-entropy of each row of X (n, K d~) on (phi, y), shape (n,); no validation (hot path).
 
-    ``phi`` and ``y`` as :func:`check_data` returns them, X float64 of shape (n, n_classes d~);
-    :func:`population_losses` is the validating entry point.
+    ``phi`` and ``y`` as :func:`check_data` returns them (with ``projection`` P of shape (k, d~):
+    the embeddings u, of shape (m, k)), X float64 of shape (n, n_classes d~); :func:`population_losses`
+    is the validating entry point.
 
-    Layout: the weight rows are ordered class-major (row k n + c = class k of candidate c), so
-    the one matrix product gives logits of shape (rows, K, n) whose class reductions run over
-    a middle axis with contiguous candidates -- about twice as fast in NumPy as reducing a
-    trailing axis of length 10. Per example i and candidate c, with z_max = max_k z_k:
-    loss = log sum_k exp(z_k - z_max) - (z_{y_i} - z_max).
+    Layout: the logits of a chunk of rows come from one matrix product with the class-major
+    matrix of :func:`logits_matrix`, shaped (rows, K, n), so that the class reductions run over a
+    middle axis with contiguous candidates -- about twice as fast in NumPy as reducing a
+    trailing axis of length 10. The log-sum-exp is the module docstring's.
     """
     n = X.shape[0]
-    m, d_tilde = phi.shape
-    Wk = X.reshape(n, n_classes, d_tilde).transpose(1, 0, 2).reshape(n_classes * n, d_tilde)
+    m = phi.shape[0]
+    A = logits_matrix(X, n_classes, projection)
     total = np.zeros(n)
     rows = max(1, MAX_LOGITS // max(1, n * n_classes))
     for start in range(0, m, rows):
         stop = min(m, start + rows)
-        logits = (phi[start:stop] @ Wk.T).reshape(stop - start, n_classes, n)  # one GEMM
-        logits -= logits.max(axis=1, keepdims=True)  # shift by z_max: exp cannot overflow
+        logits = (phi[start:stop] @ A).reshape(stop - start, n_classes, n)  # one GEMM
+        logits -= logits.max(axis=1, keepdims=True)  # s_k = z_k - z_max <= 0
         label = np.broadcast_to(y[start:stop, None, None], (stop - start, 1, n))
-        true = np.take_along_axis(logits, label, axis=1)[:, 0, :]  # z_{y_i} - z_max, (rows, n)
-        np.exp(logits, out=logits)
-        total += (np.log(logits.sum(axis=1)) - true).sum(axis=0)
+        true = np.take_along_axis(logits, label, axis=1)[:, 0, :]  # s_{y_i}, (rows, n), before clipping
+        total += (log_sum_exp_shifted(logits) - true).sum(axis=0)
     return total / m
 
 
-def population_losses(W, features, labels, *, n_classes: int = 10) -> np.ndarray:
+def log_sum_exp_shifted(s: np.ndarray) -> np.ndarray:
+    """log sum_k e^{s_k} over axis 1 of shifted logits s (rows, K, n), max_k s_k = 0; overwrites s.
+
+    The module docstring's computation: s raised to :data:`EXP_FLOOR`, exponentiated, summed from 1
+    upwards in class order, and 1 subtracted (exactly); the result is bit for bit the unclipped
+    one's, since every term below 2^-53 is added to a partial sum >= 1.
+    """
+    np.maximum(s, EXP_FLOOR, out=s)
+    np.exp(s, out=s)
+    total = np.ones((s.shape[0], s.shape[2]))  # 1 + sum_k e^{s_k}, accumulated from 1 upwards
+    for k in range(s.shape[1]):
+        total += s[:, k, :]
+    total -= 1.0  # exact: total >= 2
+    return np.log(total)
+
+
+def population_losses(W, features, labels, *, n_classes: int = 10, projection=None) -> np.ndarray:
     """Mean cross-entropy of each of n candidates on the same m examples, shape (n,), float64.
 
     Parameters
     ----------
     W : array_like, shape (n, n_classes * d~)
         One flattened weight matrix per row (row-major, ``W[c].reshape(n_classes, d~)``).
-    features : array_like, shape (m, d~)
+    features : array_like, shape (m, d~), or (m, k) with ``projection``
     labels : array_like of int, shape (m,)
     n_classes : int
         K (10 in the paper).
+    projection : array_like, shape (k, d~), optional
+        P: the features are then the embeddings u and the classifier sees u P (folded into the
+        weights: module docstring).
 
     All n K weight rows multiply the features in one matrix product (chunked over examples
     only when n m K exceeds :data:`MAX_LOGITS`). Non-finite weights give non-finite losses; the
@@ -113,8 +183,9 @@ def population_losses(W, features, labels, *, n_classes: int = 10) -> np.ndarray
     """
     n_classes = check_int("n_classes", n_classes, minimum=2)
     phi, y = check_data(features, labels, n_classes)
-    X = _check_population(W, n_classes * phi.shape[1], "W")
-    return mean_cross_entropy(X, phi, y, n_classes)
+    P = _check_projection(projection, phi.shape[1])
+    X = _check_population(W, n_classes * weight_dim(phi, P), "W")
+    return mean_cross_entropy(X, phi, y, n_classes, P)
 
 
 class MiniBatchObjective:
@@ -122,8 +193,8 @@ class MiniBatchObjective:
 
     Parameters
     ----------
-    features : array_like, shape (m, d~)
-        Training features phi (:func:`~replication.image.features.project`).
+    features : array_like, shape (m, d~), or (m, k) with ``projection``
+        Training features phi (:func:`~replication.image.features.project`), or their embeddings u.
     labels : array_like of int, shape (m,)
         Training labels (the noisy ones in the noisy-label study).
     batch_size : int
@@ -136,6 +207,8 @@ class MiniBatchObjective:
         The batch sampler: an integer seeds ``default_rng([seed, BATCH_SEED_TAG])``.
     n_classes : int
         K (10).
+    projection : array_like, shape (k, d~), optional
+        P, folded into the weights (module docstring): features are then u and phi = u P.
 
     Each call ``objective(X)`` with X of shape (n, K d~): draws one batch -- M distinct indices,
     ``rng.choice(m, M, replace=False)`` (i.i.d. across calls, as Algorithm 2's "sample a batch
@@ -146,10 +219,13 @@ class MiniBatchObjective:
     (and the counter), so a resumed run draws the same batches as an uninterrupted one.
     """
 
-    def __init__(self, features, labels, batch_size: int = DEFAULT_BATCH_SIZE, seed=0, *, n_classes: int = 10):
+    def __init__(self, features, labels, batch_size: int = DEFAULT_BATCH_SIZE, seed=0, *, n_classes: int = 10,
+                 projection=None):
         self.n_classes = check_int("n_classes", n_classes, minimum=2)
         self.features, self.labels = check_data(features, labels, self.n_classes)
-        self.n_examples, self.d_tilde = self.features.shape
+        self.projection = _check_projection(projection, self.features.shape[1])
+        self.n_examples = self.features.shape[0]
+        self.d_tilde = weight_dim(self.features, self.projection)
         self.dim = self.n_classes * self.d_tilde
         self.batch_size_requested = check_int("batch_size", batch_size, minimum=1)
         self.batch_size = min(self.batch_size_requested, self.n_examples)
@@ -177,11 +253,12 @@ class MiniBatchObjective:
         batch = self.sample_batch()
         self.last_batch = batch
         self.n_calls += 1
-        return mean_cross_entropy(X, self.features[batch], self.labels[batch], self.n_classes)
+        return mean_cross_entropy(X, self.features[batch], self.labels[batch], self.n_classes, self.projection)
 
     def full_loss(self, X) -> np.ndarray:
         """Losses on the whole training set, without drawing a batch (for metrics)."""
-        return mean_cross_entropy(_check_population(X, self.dim), self.features, self.labels, self.n_classes)
+        return mean_cross_entropy(_check_population(X, self.dim), self.features, self.labels, self.n_classes,
+                                  self.projection)
 
     def get_state(self) -> dict:
         """The sampler's state and the call counter (a fresh dict of plain data)."""
@@ -201,20 +278,22 @@ class MiniBatchObjective:
         self._rng, self.n_calls = rng, check_int("objective state['n_calls']", state["n_calls"], minimum=0)
 
 
-def predict(w, features, *, n_classes: int = 10) -> np.ndarray:
-    """Predicted classes argmax_k (W phi_i)_k of one parameter vector (ties: the lowest class)."""
+def predict(w, features, *, n_classes: int = 10, projection=None) -> np.ndarray:
+    """Predicted classes argmax_k (W phi_i)_k of one parameter vector (ties: the lowest class); with
+    ``projection`` P the features are embeddings u and phi = u P (folded: u (P W^T))."""
     n_classes = check_int("n_classes", n_classes, minimum=2)
     phi = np.asarray(features, dtype=np.float64)
     if phi.ndim != 2:
         raise ValueError(f"features must be 2-D (m, d~) (got shape {phi.shape})")
+    P = _check_projection(projection, phi.shape[1])
     w = np.asarray(w, dtype=np.float64)
-    if w.shape != (n_classes * phi.shape[1],):
-        raise ValueError(f"w must have shape ({n_classes * phi.shape[1]},) = n_classes x d~ (got {w.shape})")
-    return np.argmax(phi @ w.reshape(n_classes, -1).T, axis=1)
+    if w.shape != (n_classes * weight_dim(phi, P),):
+        raise ValueError(f"w must have shape ({n_classes * weight_dim(phi, P)},) = n_classes x d~ (got {w.shape})")
+    return np.argmax(phi @ logits_matrix(w[None, :], n_classes, P), axis=1)
 
 
-def accuracy(w, features, labels, *, n_classes: int = 10) -> float:
+def accuracy(w, features, labels, *, n_classes: int = 10, projection=None) -> float:
     """Fraction of examples whose label is the predicted class (e.g. clean test accuracy of the mean)."""
     n_classes = check_int("n_classes", n_classes, minimum=2)
     phi, y = check_data(features, labels, n_classes)
-    return float(np.mean(predict(w, phi, n_classes=n_classes) == y))
+    return float(np.mean(predict(w, phi, n_classes=n_classes, projection=projection) == y))

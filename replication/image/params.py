@@ -30,6 +30,7 @@ Dataset = one_of(*DATASETS)
 class ImageProfile(Section):
     seeds: Seeds
     iterations: PosInt
+    dataset: Dataset = None                   # the profile's data set, where not image.dataset
     # optional narrowings of the section's lists (absent: all of them; null is refused)
     noise_rates: Rates = None
     dims: NameList = None
@@ -58,8 +59,9 @@ class ImageParams(StudySection):
     methods: methods_field(lists=True)
 
     def checks(self):
-        if self.dataset not in self.batch_size:
-            yield ("batch_size",), self.batch_size, f"must give the batch size of the data set {self.dataset!r}"
+        for dataset in {self.dataset, self.active.dataset} - {None}:
+            if dataset not in self.batch_size:
+                yield ("batch_size",), self.batch_size, f"must give the batch size of the data set {dataset!r}"
         if self.active.dims is not None:
             yield from references(("profiles", self.profile, "dims"), self.active.dims, list(self.dims),
                                   "a setting under image.dims")

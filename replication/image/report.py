@@ -37,7 +37,7 @@ from replication.engine import provenance_summary
 from replication.figures import grid_text
 from replication.seeds import over_seeds, seeds_text
 
-from .study import REPORT_NAME, configs, search_dim
+from .study import REPORT_NAME, configs, dataset_name, search_dim
 
 HERE = Path(__file__).parent
 CLAIMS_FILE = HERE / "claims.yaml"
@@ -344,7 +344,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     by_cell = cells(records)
     selected = {k: select(v, "val") for k, v in by_cell.items()}
     on_test = {k: select(v, "test") for k, v in by_cell.items()}
-    names = sorted({r["config"]["problem"]["name"] for r in records}) or [p["dataset"]]
+    names = sorted({r["config"]["problem"]["name"] for r in records}) or [dataset_name(p)]
     stand_in = "digits_stand_in" in names
     dataset_label = "digits stand-in for Fashion-MNIST" if stand_in else "Fashion-MNIST"
 
