@@ -104,16 +104,16 @@ def test_the_sum_from_one_upwards_is_what_makes_the_floor_exact(monkeypatch):
     e^{s_1} lands on either side of 2^-53, half a unit of 1, and 1 + that rounds differently. Summed from 1
     upwards, the clipped and unclipped sums are the same."""
     e1 = 2.0**-53 - 1e-29  # between 2^-53 - e^-64 and 2^-53 - e^-70
-    s = np.array([[-70.0, np.log(e1), 0.0]])[:, :, None]  # (1 row, K = 3, 1 candidate), max 0
+    s = np.array([-70.0, np.log(e1), 0.0])[:, None, None]  # (K = 3, 1 row, 1 candidate), max 0
 
     def plain(shifted, floor):
-        return np.exp(np.maximum(shifted, floor)).sum(axis=1)
+        return np.exp(np.maximum(shifted, floor)).sum(axis=0)
 
     assert plain(s, -64.0) != plain(s, -np.inf)  # the plain order is not exact under the floor
     clipped = image_objective.log_sum_exp_shifted(s.copy())
     monkeypatch.setattr(image_objective, "EXP_FLOOR", -np.inf)
     assert image_objective.log_sum_exp_shifted(s.copy()) == clipped
-    np.testing.assert_allclose(clipped, np.log(np.exp(s).sum(axis=1)), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(clipped, np.log(np.exp(s).sum(axis=0)), rtol=0, atol=1e-15)
 
 
 def test_population_losses_validate():

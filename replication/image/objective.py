@@ -110,12 +110,12 @@ def weight_dim(features: np.ndarray, projection: np.ndarray | None) -> int:
     return (projection if projection is not None else features).shape[1]
 
 
-def logits_matrix(X: np.ndarray, n_classes: int, projection: np.ndarray | None) -> np.ndarray:
-    """The matrix A with logits = features @ A, shape (k or d~, K n), class-major columns (column
-    k n + c = class k of candidate c): W^T, or P W^T when the projection is folded in."""
+def class_blocks(X: np.ndarray, n_classes: int, projection: np.ndarray | None) -> np.ndarray:
+    """The weights as K blocks B_k with logits of class k = features @ B_k, shape (K, k or d~, n): block k
+    holds W_k^T (column c: class k's weights of candidate c), or P W_k^T with the projection folded in."""
     n = X.shape[0]
-    Wk = X.reshape(n, n_classes, -1).transpose(1, 0, 2).reshape(n_classes * n, -1)
-    return Wk.T if projection is None else projection @ Wk.T
+    Wt = X.reshape(n, n_classes, -1).transpose(1, 2, 0)  # (K, d~, n)
+    return Wt if projection is None else np.matmul(projection, Wt)
 
 
 def mean_cross_entropy(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes: int,
@@ -126,28 +126,27 @@ def mean_cross_entropy(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes:
     the embeddings u, of shape (m, k)), X float64 of shape (n, n_classes d~); :func:`population_losses`
     is the validating entry point.
 
-    Layout: the logits of a chunk of rows come from one matrix product with the class-major
-    matrix of :func:`logits_matrix`, shaped (rows, K, n), so that the class reductions run over a
-    middle axis with contiguous candidates -- about twice as fast in NumPy as reducing a
-    trailing axis of length 10. The log-sum-exp is the module docstring's.
+    Layout: the logits of a chunk of rows come from one batched product with the blocks of
+    :func:`class_blocks`, shaped (K, rows, n): the reductions over classes then combine K
+    contiguous slabs, which NumPy does about 1.5x faster than reducing a middle or trailing axis.
+    The log-sum-exp is the module docstring's.
     """
     n = X.shape[0]
     m = phi.shape[0]
-    A = logits_matrix(X, n_classes, projection)
+    blocks = class_blocks(X, n_classes, projection)
     total = np.zeros(n)
     rows = max(1, MAX_LOGITS // max(1, n * n_classes))
     for start in range(0, m, rows):
         stop = min(m, start + rows)
-        logits = (phi[start:stop] @ A).reshape(stop - start, n_classes, n)  # one GEMM
-        logits -= logits.max(axis=1, keepdims=True)  # s_k = z_k - z_max <= 0
-        label = np.broadcast_to(y[start:stop, None, None], (stop - start, 1, n))
-        true = np.take_along_axis(logits, label, axis=1)[:, 0, :]  # s_{y_i}, (rows, n), before clipping
+        logits = np.matmul(phi[start:stop], blocks)  # (K, rows, n)
+        logits -= logits.max(axis=0)  # s_k = z_k - z_max <= 0
+        true = logits[y[start:stop], np.arange(stop - start)]  # s_{y_i}, (rows, n), before clipping
         total += (log_sum_exp_shifted(logits) - true).sum(axis=0)
     return total / m
 
 
 def log_sum_exp_shifted(s: np.ndarray) -> np.ndarray:
-    """log sum_k e^{s_k} over axis 1 of shifted logits s (rows, K, n), max_k s_k = 0; overwrites s.
+    """log sum_k e^{s_k} over axis 0 of shifted logits s (K, rows, n), max_k s_k = 0; overwrites s.
 
     The module docstring's computation: s raised to :data:`EXP_FLOOR`, exponentiated, summed from 1
     upwards in class order, and 1 subtracted (exactly); the result is bit for bit the unclipped
@@ -155,9 +154,9 @@ def log_sum_exp_shifted(s: np.ndarray) -> np.ndarray:
     """
     np.maximum(s, EXP_FLOOR, out=s)
     np.exp(s, out=s)
-    total = np.ones((s.shape[0], s.shape[2]))  # 1 + sum_k e^{s_k}, accumulated from 1 upwards
-    for k in range(s.shape[1]):
-        total += s[:, k, :]
+    total = np.ones(s.shape[1:])  # 1 + sum_k e^{s_k}, accumulated from 1 upwards
+    for block in s:
+        total += block
     total -= 1.0  # exact: total >= 2
     return np.log(total)
 
@@ -289,7 +288,7 @@ def predict(w, features, *, n_classes: int = 10, projection=None) -> np.ndarray:
     w = np.asarray(w, dtype=np.float64)
     if w.shape != (n_classes * weight_dim(phi, P),):
         raise ValueError(f"w must have shape ({n_classes * weight_dim(phi, P)},) = n_classes x d~ (got {w.shape})")
-    return np.argmax(phi @ logits_matrix(w[None, :], n_classes, P), axis=1)
+    return np.argmax(np.matmul(phi, class_blocks(w[None, :], n_classes, P))[:, :, 0].T, axis=1)
 
 
 def accuracy(w, features, labels, *, n_classes: int = 10, projection=None) -> float:
