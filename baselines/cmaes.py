@@ -251,16 +251,18 @@ class CMAES(TellReplay, AskTellOptimizer):
 
     @classmethod
     def cost_per_iteration(cls, dim: int, popsize: int) -> float:
-        """pycma's full covariance: N (d^2 / 16 + 16 d) + 1.5 d^2 + 70,000, not the N d of diagonal methods.
+        """pycma's full covariance: N (d^2 / 12 + 1,200) + 1.2 d^2 + 26,000, not the N d of diagonal methods.
 
         Sampling (B D z) and the rank-mu update grow like N d^2, the rank-one and path updates like
         d^2 per iteration, and the eigendecomposition (O(d^3), redone lazily every O(d / N)
-        iterations) is amortised into both; pycma's Python per iteration (about 1 ms) is the
-        constant, which decides COCO's small dimensions. Fitted to one-thread times on d = 2 .. 1000,
-        N = 6 .. 100 (``python benchmarks/optimizer_overhead.py --hints``), in the units of the
-        diagonal methods (:meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration`).
+        iterations) is amortised into both; pycma's Python per candidate (about 18 us: its archive
+        of asked solutions, per-solution copies) and per iteration (about 0.4 ms) are the rest,
+        which decide COCO's small dimensions. Fitted to one-thread times on d = 2 .. 1000,
+        N = 6 .. 100 (``python benchmarks/optimizer_overhead.py --hints``: 0.50 ms at d = 2, N = 6;
+        7.6 ms at d = 200, N = 100; 79 ms at d = 1000, N = 50), in the units of the diagonal methods
+        (:meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration`).
         """
-        return popsize * (dim * dim / 16.0 + 16.0 * dim) + 1.5 * dim * dim + 70_000.0
+        return popsize * (dim * dim / 12.0 + 1200.0) + 1.2 * dim * dim + 26_000.0
 
     def _ask(self) -> np.ndarray:
         # pycma's own arrays go back to its tell, as in pycma's loop; the population the suite sees

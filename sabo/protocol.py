@@ -12,8 +12,10 @@ so mixing batches inside an ask adds batch noise to every difference.
 
 Subclasses implement ``_ask()`` (return the next population, float64 ``(n, d)`` without NaN,
 which ``ask()`` checks) and ``_tell(values)`` (update from the values of the pending
-population). ``_tell`` must compute the new state in temporaries and assign it only after
-:meth:`_require_finite` has accepted it, so a failed update leaves the optimizer as it was.
+population; ``values`` is a fresh float64 array, the optimizer's to keep). A failed ``_tell``
+must leave the optimizer as it was: compute the new state in temporaries and assign it only
+after :meth:`_require_finite` has accepted it (the CMA-ES adapter, whose library updates in
+place, instead rebuilds the library's object by replay after a failure).
 
 Saved states are data only (:meth:`AskTellOptimizer.state_dict`, :mod:`sabo.serialization`):
 restoring finds the class through the registry :data:`OPTIMIZERS` and validates every entry

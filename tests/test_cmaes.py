@@ -172,6 +172,22 @@ def test_failed_update_leaves_the_optimizer_unchanged(monkeypatch, failing, erro
     assert np.array_equal(opt.ask(), twin.ask())
 
 
+def test_a_tell_right_after_a_failed_one_rebuilds_pycma_first(monkeypatch):
+    """The first use after a failure may be the next tell itself: it tells the rebuilt pycma object."""
+    opt, twin = CMAES(np.ones(5), seed=7), CMAES(np.ones(5), seed=7)
+    drive(opt, sphere, 2)
+    drive(twin, sphere, 2)
+    X = opt.ask()
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", fails_halfway)
+    with pytest.raises(RuntimeError, match="pycma failed"):
+        opt.tell(X, sphere(X))
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", TELL)
+    opt.tell(X, sphere(X))
+    Xt = twin.ask()
+    twin.tell(Xt, sphere(Xt))
+    assert tree_equal(opt.state_dict(), twin.state_dict())
+
+
 def test_a_rebuild_that_does_not_reproduce_the_kept_state_is_refused(monkeypatch):
     """The replay after a failed tell is checked: kept values it does not reproduce raise, at every use."""
     opt = CMAES(np.ones(5), seed=6)
