@@ -103,38 +103,41 @@ def pycma_loop(x0, sigma0, popsize: int, seed: int, options=None):
 
 
 def adapter_against_pycma(dims, popsize, seconds: float) -> None:
-    """Print the adapter's CPU time per iteration against pycma's own loop's (module docstring)."""
+    """Print the adapter's CPU time per iteration against pycma's own loop's (module docstring), one BLAS thread."""
     from baselines.cmaes import pycma_default_popsize
     from replication.executors import one_thread
 
-    one_thread()
+    restore = one_thread()
     clock = time.process_time
     print("CMA-ES adapter against pycma's own ask/tell loop, lockstep, CPU ms per iteration (one BLAS thread)")
     print(f"{'d':>6}{'N':>5}{'iterations':>12}{'adapter':>11}{'pycma':>11}{'overhead':>10}")
-    for d in dims:
-        n = popsize or pycma_default_popsize(d)
-        values = np.random.default_rng(n).standard_normal(n)
-        listed = values.tolist()
-        spent = {"adapter": 0.0, "pycma": 0.0}
-        count, start = 0, clock()
-        while clock() - start < seconds or count < 3:
-            if count % RESTART_EVERY == 0:
-                opt = baselines.make("cmaes", x0=np.zeros(d), popsize=n, seed=count)
-                es = pycma_loop(np.zeros(d), 1.0, n, count)
-            for who in (("adapter", "pycma") if count % 2 == 0 else ("pycma", "adapter")):
-                t0 = clock()
-                if who == "adapter":
-                    X = opt.ask()
-                    opt.tell(X, values)
-                else:
-                    es.tell(es.ask(), listed)
-                    es.stop()
-                spent[who] += clock() - t0
-            count += 1
-        if not (np.array_equal(opt.mean, es.mean) and opt.sigma == es.sigma):
-            raise SystemExit(f"d = {d}: the adapter's mean or sigma differs from pycma's own loop")
-        a, p = (spent[k] / count * 1e3 for k in ("adapter", "pycma"))
-        print(f"{d:>6}{n:>5}{count:>12}{a:>11.3f}{p:>11.3f}{a / p - 1:>+10.1%}")
+    try:
+        for d in dims:
+            n = popsize or pycma_default_popsize(d)
+            values = np.random.default_rng(n).standard_normal(n)
+            listed = values.tolist()
+            spent = {"adapter": 0.0, "pycma": 0.0}
+            count, start = 0, clock()
+            while clock() - start < seconds or count < 3:
+                if count % RESTART_EVERY == 0:
+                    opt = baselines.make("cmaes", x0=np.zeros(d), popsize=n, seed=count)
+                    es = pycma_loop(np.zeros(d), 1.0, n, count)
+                for who in (("adapter", "pycma") if count % 2 == 0 else ("pycma", "adapter")):
+                    t0 = clock()
+                    if who == "adapter":
+                        X = opt.ask()
+                        opt.tell(X, values)
+                    else:
+                        es.tell(es.ask(), listed)
+                        es.stop()
+                    spent[who] += clock() - t0
+                count += 1
+            if not (np.array_equal(opt.mean, es.mean) and opt.sigma == es.sigma):
+                raise SystemExit(f"d = {d}: the adapter's mean or sigma differs from pycma's own loop")
+            a, p = (spent[k] / count * 1e3 for k in ("adapter", "pycma"))
+            print(f"{d:>6}{n:>5}{count:>12}{a:>11.3f}{p:>11.3f}{a / p - 1:>+10.1%}")
+    finally:
+        restore()
 
 
 def main(argv=None) -> None:

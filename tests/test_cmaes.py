@@ -247,3 +247,11 @@ def test_unknown_or_malformed_options_raise_value_error(options):
 def test_pycma_version_supports_the_isolation_options():
     """``seed = nan`` (leave the global RNG alone) and a callable ``randn`` are pycma >= 3 features."""
     assert int(cma.__version__.split(".")[0]) >= 3
+
+
+def test_the_overhead_benchmark_times_the_adapter_against_pycmas_loop(capsys):
+    """``optimizer_overhead.py --pycma`` runs (a few lockstep iterations here) and checks the two loops agree."""
+    benchmark_script("optimizer_overhead").main(["--pycma", "--dims", "3", "300", "--seconds", "0"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [(r[0], r[1]) for r in rows] == [("3", "7"), ("300", "21")]  # pycma's default N = 4 + floor(3 ln d)
+    assert all(int(r[2]) >= 3 and r[5].endswith("%") for r in rows)
