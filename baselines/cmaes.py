@@ -29,8 +29,9 @@ In pycma 4.x the default sampling, mirroring (``CMA_mirrormethod = 2``) and step
 paths draw only through ``opts['randn']``. For d >= 300 pycma's default step-size rule is
 two-point adaptation (TPA) instead of CSA; its ``check_consistency`` picks coordinates to
 verify with ``np.random.randint``. That choice does not affect the optimisation, but it
-advances NumPy's global RNG, so ``tell`` saves and restores the global state around pycma's
-update. The code paths that still call ``np.random``
+advances NumPy's global RNG, so under TPA ``tell`` saves and restores the global state around
+pycma's update (about 0.15 ms, which is why it is not done under CSA, whose tell never draws
+from it). The code paths that still call ``np.random``
 (``CMA_mirrormethod`` 0/1 via stochastic rounding, ``AdaptSigma = CMAAdaptSigmaTPA``'s
 consistency check, ``integer_variables``, a custom ``CMA_sampler``, and a numeric
 ``CMA_diagonal``, whose switch to full covariance builds a sampler without ``randn``) are
@@ -48,6 +49,19 @@ values again; the replayed RNG state, mean and pending population must equal the
 ones exactly ("replay did not reproduce the saved state" otherwise). Cost: restoring takes
 the optimizer's own time of the run so far (pycma's sampling and updates, no objective
 calls), and the state grows by ``popsize`` floats per iteration.
+
+Ask and tell are pycma's own loop: ``es.ask()``, then ``es.tell`` of those same solution
+arrays with the values as a list, then ``es.stop()`` (every tell: it counts flat-fitness
+iterations), with no copy of pycma's state; the population the caller sees is a separate array
+(tests/test_cmaes.py compares every population, mean, step size and termination dict with
+pycma driven directly). pycma updates its object in place, so a tell that fails inside it (an
+exception, an interrupt, or a non-finite mean or step size, ``FloatingPointError``) drops the
+object; the next use rebuilds it by the same replay, from a fresh generator, and checks that
+the mean and the pending population come out as kept ("could not be rebuilt by replay"
+otherwise). The optimizer is then exactly as before the failed tell, its generator included
+even where pycma drew from it, at the cost of a replay, paid only after a failure; a copy of
+pycma's state per tell, kept if the update succeeded, would cost 9% of a d = 1000 iteration and
+twice pycma's own time at d = 10.
 
 Deviations: none in the algorithm; only the source of random numbers is changed (the
 optimizer's own ``numpy.random.Generator`` instead of NumPy's global state). pycma's
@@ -144,23 +158,60 @@ class CMAES(TellReplay, AskTellOptimizer):
         x0 = check_x0(x0)
         super().__init__(x0, sigma0=sigma0, popsize=self.default_popsize(x0.size) if popsize is None else popsize,
                          seed=seed, nonfinite=nonfinite)
-        opts = self._checked_options(options)
-        self._options = copy.deepcopy(opts)
-        sigma_scalar = float(np.max(self._sigma0))
-        if np.any(self._sigma0 != sigma_scalar):
-            opts["CMA_stds"] = self._sigma0 / sigma_scalar
-        opts.update(popsize=self._popsize, seed=np.nan, randn=GeneratorNormal(self._rng), verbose=-9,
-                    verb_disp=0, verb_log=0, signals_filename="")
-        self._es = cma.CMAEvolutionStrategy(self._x0.copy(), sigma_scalar, opts)
+        self._options = copy.deepcopy(self._checked_options(options))
+        self._build(self._rng)
         # Checked on pycma's evaluated value, which may have been given as an expression string.
-        diagonal = self._es.opts["CMA_diagonal"]
+        diagonal = self._cma.opts["CMA_diagonal"]
         if diagonal is not True and diagonal:
             raise ValueError(f"options: CMA_diagonal must be True or 0 (got {shown(diagonal)}): after a number of "
                              "diagonal iterations pycma switches to a full-covariance sampler that draws from "
                              "NumPy's global RNG")
-        self._stats.update(sigma=float(self._es.sigma), stop={})
+        self._stats.update(sigma=float(self._cma.sigma), stop={})
         self._told: list[np.ndarray] = []  # values of every completed tell, replayed on restore
-        self._mean_after_tell = np.array(self._es.mean, dtype=np.float64)
+        self._mean_after_tell = np.array(self._cma.mean, dtype=np.float64)
+
+    def _build(self, rng: np.random.Generator) -> None:
+        """A fresh pycma object drawing from ``rng``, which becomes the optimizer's generator.
+
+        Built from the saved constructor arguments alone (``self._options`` is a private deep copy, as
+        pycma may keep and change what it is given), so every build with a generator in the same
+        state is the same pycma object as right after construction.
+        """
+        opts = copy.deepcopy(self._options)
+        sigma_scalar = float(np.max(self._sigma0))
+        if np.any(self._sigma0 != sigma_scalar):
+            opts["CMA_stds"] = self._sigma0 / sigma_scalar
+        opts.update(popsize=self._popsize, seed=np.nan, randn=GeneratorNormal(rng), verbose=-9,
+                    verb_disp=0, verb_log=0, signals_filename="")
+        self._rng = rng
+        self._asked = None  # the solutions of pycma's pending ask, as pycma returned them
+        self._cma = cma.CMAEvolutionStrategy(self._x0.copy(), sigma_scalar, opts)
+        # TPA's consistency check in tell draws from NumPy's global RNG (pycma's default for d >= 300)
+        self._draws_globally = isinstance(self._cma.adapt_sigma, cma.sigma_adaptation.CMAAdaptSigmaTPA)
+
+    @property
+    def _es(self) -> cma.CMAEvolutionStrategy:
+        """pycma's object; after a tell that failed inside it, rebuilt as it was before that tell (:meth:`_rebuild`)."""
+        if self._cma is None:
+            self._rebuild()
+        return self._cma
+
+    def _rebuild(self) -> None:
+        """pycma's object before the failed tell, by replay: a fresh generator from the seed (as the constructor's)
+        and a fresh pycma object, told every completed iteration's values again and asked the pending population
+        again. The replayed mean and pending population must equal the kept ones, else ``RuntimeError`` (and the
+        next use tries again)."""
+        self._build(np.random.default_rng(self._seed))
+        try:
+            mismatch = self._replay_checked()
+        except Exception as exc:
+            self._cma = None
+            raise RuntimeError(f"pycma's state before the failed tell could not be rebuilt by replay "
+                               f"({type(exc).__name__}: {exc})") from exc
+        if mismatch:
+            self._cma = None
+            raise RuntimeError(f"pycma's state before the failed tell could not be rebuilt by replay "
+                               f"({', '.join(mismatch)} differ)")
 
     @staticmethod
     def _checked_options(options) -> dict:
@@ -200,39 +251,56 @@ class CMAES(TellReplay, AskTellOptimizer):
 
     @classmethod
     def cost_per_iteration(cls, dim: int, popsize: int) -> float:
-        """pycma's full covariance: N (d^2 / 16 + 16 d) + 1.5 d^2 + 70,000, not the N d of diagonal methods.
+        """pycma's full covariance: N (d^2 / 12 + 1,200) + 1.2 d^2 + 26,000, not the N d of diagonal methods.
 
         Sampling (B D z) and the rank-mu update grow like N d^2, the rank-one and path updates like
         d^2 per iteration, and the eigendecomposition (O(d^3), redone lazily every O(d / N)
-        iterations) is amortised into both; pycma's Python per iteration (about 1 ms) is the
-        constant, which decides COCO's small dimensions. Fitted to one-thread times on d = 2 .. 1000,
-        N = 6 .. 100 (``python benchmarks/optimizer_overhead.py --hints``), in the units of the
-        diagonal methods (:meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration`).
+        iterations) is amortised into both; pycma's Python per candidate (about 18 us: its archive
+        of asked solutions, per-solution copies) and per iteration (about 0.4 ms) are the rest,
+        which decide COCO's small dimensions. Fitted to one-thread times on d = 2 .. 1000,
+        N = 6 .. 100 (``python benchmarks/optimizer_overhead.py --hints``: 0.50 ms at d = 2, N = 6;
+        7.6 ms at d = 200, N = 100; 79 ms at d = 1000, N = 50), in the units of the diagonal methods
+        (:meth:`sabo.protocol.AskTellOptimizer.cost_per_iteration`).
         """
-        return popsize * (dim * dim / 16.0 + 16.0 * dim) + 1.5 * dim * dim + 70_000.0
+        return popsize * (dim * dim / 12.0 + 1200.0) + 1.2 * dim * dim + 26_000.0
 
     def _ask(self) -> np.ndarray:
-        return np.array(self._es.ask(), dtype=np.float64)
+        # pycma's own arrays go back to its tell, as in pycma's loop; the population the suite sees
+        # (and checks the told X against) is a separate array
+        self._asked = self._es.ask()
+        return np.array(self._asked, dtype=np.float64)
 
     def _tell(self, values: np.ndarray) -> None:
-        # pycma updates in place, so tell a copy and keep it only if the update succeeds and is
-        # finite. The copy adds about half to a tell at d = 20 and 5-10% at d = 200..1000.
-        # The memo makes the copy share self._rng instead of cloning it.
-        es = copy.deepcopy(self._es, {id(self._rng): self._rng})
-        global_state = np.random.get_state()
+        # pycma updates its object in place: a tell that fails inside it (anything raised, or a non-finite
+        # mean or sigma) drops the object, and the next use rebuilds it by replay (_es, module docstring).
+        # The state saved meanwhile never reads pycma's object.
+        es = self._es
+        global_state = np.random.get_state() if self._draws_globally else None  # ~0.1 ms: only where needed
         try:
-            es.tell([x.copy() for x in self._pending], values.tolist())
+            es.tell(self._asked, values.tolist())
+            self._require_finite(mean=es.mean, sigma=es.sigma)
+            stop = dict(es.stop())  # every tell, as pycma's loop: stop() counts flat-fitness iterations
+        except BaseException:
+            self._cma = None
+            raise
         finally:
-            np.random.set_state(global_state)  # TPA's consistency check draws from it (d >= 300)
-        self._require_finite(mean=es.mean, sigma=es.sigma)
-        self._es = es
-        self._told.append(values.copy())
+            if global_state is not None:
+                np.random.set_state(global_state)
+        self._asked = None
+        self._told.append(values)  # a fresh array of the base class's tell, not the caller's
         self._mean_after_tell = np.array(es.mean, dtype=np.float64)
         self._nit += 1
         self._stats["sigma"] = float(es.sigma)
-        self._stats["stop"] = dict(es.stop())
+        self._stats["stop"] = stop
 
     # ------------------------------------------------------------------ save / restore (replay)
+    def state_dict(self) -> dict:
+        """:meth:`sabo.protocol.AskTellOptimizer.state_dict`, after rebuilding a pycma object dropped by a failed
+        tell: the generator saved is then the one from before that tell, even had pycma drawn from it."""
+        if self._cma is None:
+            self._rebuild()
+        return super().state_dict()
+
     def _config(self) -> dict:
         return {**super()._config(), "options": _options_as_data(self._options, "options")}
 
@@ -247,10 +315,13 @@ class CMAES(TellReplay, AskTellOptimizer):
         """Tell pycma the saved values again (see :class:`~baselines.replay.TellReplay`); its mean must match."""
         told, mean = self._told, self._mean_after_tell
         self._told, self._nit = [], 0
-        for values in told:
-            self._pending = self._ask()
-            self._tell(values)
-        return (self._ask() if pending else None), (("mean", np.array_equal(self._es.mean, mean)),)
+        try:
+            for values in told:
+                self._pending = self._ask()
+                self._tell(values)
+            return (self._ask() if pending else None), (("mean", np.array_equal(self._es.mean, mean)),)
+        finally:  # the kept record, also when pycma fails (the replayed one equals it otherwise)
+            self._told, self._mean_after_tell = told, mean
 
 
 def _options_as_data(options: dict, where: str) -> dict:

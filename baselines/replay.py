@@ -41,22 +41,31 @@ class TellReplay:
         The constructor seeded ``self._rng`` from the saved seed, so the replay draws exactly as the
         original run did; ``rng`` is the saved generator to compare with.
         """
-        saved = {k: getattr(self, k) for k in KEPT}
         try:
-            pending, checks = self._replay_told(pending=saved["_pending"] is not None)
+            mismatch = self._replay_checked(rng)
         except Exception as exc:  # the library failing on values it accepted when they were first told
             raise ValueError(f"replay did not reproduce the saved state: {self._library} failed "
                              f"({type(exc).__name__}: {exc})") from exc
-        mismatch = [what for what, same in (
-            ("random generator", tree_equal(to_data(self._rng.bit_generator.state), to_data(rng.bit_generator.state))
-             and type(self._rng.bit_generator) is type(rng.bit_generator)),
+        if mismatch:
+            raise ValueError(f"replay did not reproduce the saved state ({', '.join(mismatch)} differ)")
+
+    def _replay_checked(self, rng: np.random.Generator | None = None) -> list[str]:
+        """Replay every saved tell (``_replay_told``) on a freshly built library object and put back what the
+        replay recomputes (:data:`KEPT`); what came out different from the kept state, by name: the optimizer's
+        own checks, the pending population, and the generator compared with ``rng`` where one is given."""
+        saved = {k: getattr(self, k) for k in KEPT}
+        try:
+            pending, checks = self._replay_told(pending=saved["_pending"] is not None)
+        finally:  # also when the library fails: the optimizer keeps its counters and pending population
+            for k, v in saved.items():
+                setattr(self, k, v)
+        return [what for what, same in (
+            ("random generator", rng is None or (
+                type(self._rng.bit_generator) is type(rng.bit_generator)
+                and tree_equal(to_data(self._rng.bit_generator.state), to_data(rng.bit_generator.state)))),
             *checks,
             ("pending population", pending is None or np.array_equal(pending, saved["_pending"], equal_nan=True)),
         ) if not same]
-        if mismatch:
-            raise ValueError(f"replay did not reproduce the saved state ({', '.join(mismatch)} differ)")
-        for k, v in saved.items():
-            setattr(self, k, v)
 
     @property
     def _told_values(self) -> np.ndarray:

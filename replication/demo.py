@@ -38,8 +38,8 @@ PAPER_SETTINGS = {
 #: A method is previewed when its ``cost_per_iteration(d, N)`` is at most this multiple of the larger
 #: of CMA-ES's and SABO's (CMA-ES's work grows as d^2, SABO's as d, so neither alone bounds the
 #: paper's methods at every d). With the defaults (d = 100, N = 50, 200,000 evaluations) the
-#: preview takes one to two minutes, CMA-ES most of it; GIBO (~130x CMA-ES's hint; 0.39 s an
-#: iteration on one core), TuRBO-1 (hours: benchmarks/bo_cost.py) and the Nevergrad adapter (7.7x;
+#: preview takes one to two minutes, CMA-ES most of it; GIBO (~190x CMA-ES's hint; 0.39 s an
+#: iteration on one core), TuRBO-1 (hours: benchmarks/bo_cost.py) and the Nevergrad adapter (11x;
 #: 21 ms an iteration, 90 s a function) would take from minutes to hours.
 PREVIEW_COST_RATIO = 4.0
 PREVIEW_REFERENCES = ("cmaes", "sabo")

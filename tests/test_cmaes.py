@@ -5,11 +5,12 @@ import copy
 import cma
 import numpy as np
 import pytest
-from helpers import drive, sphere
+from helpers import benchmark_script, drive, sphere
 
 from baselines.cmaes import CMAES, pycma_default_popsize
 from replication.synthetic.functions import ellipsoid
 from sabo.serialization import dumps, loads
+from sabo.state import tree_equal
 
 
 def global_state_equal(a, b):
@@ -68,30 +69,138 @@ def test_restore_links_pycmas_sampler_to_the_restored_generator():
     assert np.array_equal(opt.mean, restored.mean) and opt.sigma == restored.sigma
 
 
-def test_failed_update_leaves_the_optimizer_unchanged(monkeypatch):
+def pycma_loop(*args, **kwargs):
+    """pycma's own ask/tell loop, built from pycma's options alone (benchmarks/optimizer_overhead.py)."""
+    return benchmark_script("optimizer_overhead").pycma_loop(*args, **kwargs)
+
+
+@pytest.mark.parametrize("d,sigma0,popsize,options", [
+    (2, 0.7, 4, None),                                   # popsize < 6: mirrored samples
+    (10, np.linspace(0.2, 1.0, 10), None, None),         # per-coordinate sigma0: CMA_stds; pycma's default popsize
+    (6, 0.5, 8, {"CMA_diagonal": True, "bounds": [[-0.5] * 6, None]}),  # options passed on: diagonal, bounds
+    (300, 1.0, 10, None),                                # d >= 300: TPA, whose check draws from NumPy's global RNG
+])
+def test_the_adapter_is_pycmas_own_loop_bit_for_bit(d, sigma0, popsize, options):
+    """Golden comparison: every population, mean, step size and termination dict of the adapter equals those of
+    pycma driven directly with the same seed and options (ask, tell, stop), after every iteration. What the
+    adapter adds (checks, bookkeeping, global-RNG protection, no copy of pycma's state) changes no number."""
+    x0 = np.random.default_rng(1).uniform(0, 1, d)
+    opt = CMAES(x0, sigma0, popsize=popsize, seed=11, options=options)
+    es = pycma_loop(x0, sigma0, opt.popsize, 11, options)
+    for _ in range(40 if d < 300 else 8):
+        X, solutions = opt.ask(), es.ask()
+        assert np.array_equal(X, np.array(solutions))
+        values = ellipsoid(X)
+        opt.tell(X, values)
+        es.tell(solutions, values.tolist())
+        assert np.array_equal(opt.mean, es.result.xfavorite) and opt.sigma == es.sigma
+        assert opt.stats["stop"] == dict(es.stop())
+    assert opt.nit == es.countiter and opt.nfev == es.countevals
+
+
+def test_an_interrupted_run_resumes_to_the_record_of_pycmas_own_loop():
+    """Resume equality against the reference: the optimizer saved mid-run (a pending ask included) and restored
+    from its JSON state continues exactly as pycma's own uninterrupted loop."""
+    x0 = np.random.default_rng(3).uniform(0, 1, 12)
+    opt = CMAES(x0, 0.5, seed=4)
+    es = pycma_loop(x0, 0.5, opt.popsize, 4)
+    for step in range(30):
+        if step == 17:
+            opt.ask()
+            opt = CMAES.from_state_dict(loads(dumps(opt.state_dict())))
+        X, solutions = opt.ask(), es.ask()
+        assert np.array_equal(X, np.array(solutions))
+        opt.tell(X, ellipsoid(X))
+        es.tell(solutions, ellipsoid(X).tolist())
+        es.stop()
+    assert np.array_equal(opt.mean, es.mean) and opt.sigma == es.sigma
+
+
+class Interrupted(KeyboardInterrupt):
+    pass
+
+
+def fails_halfway(es, *args, **kwargs):
+    """pycma's tell failing after it has changed its object and drawn from the optimizer's generator."""
+    es.mean[:] = np.nan
+    es.sigma = np.inf
+    es.opts["randn"](3)
+    raise RuntimeError("pycma failed")
+
+
+def overflows(es, solutions, values, **kwargs):
+    """pycma's tell completing with a non-finite step size (and a generator draw)."""
+    TELL(es, solutions, values, **kwargs)
+    es.opts["randn"](3)
+    es.sigma = np.inf
+
+
+def interrupted(es, *args, **kwargs):
+    es.sigma = 0.0
+    raise Interrupted()
+
+
+TELL = cma.CMAEvolutionStrategy.tell
+
+
+@pytest.mark.parametrize("failing,error,message", [
+    (fails_halfway, RuntimeError, "pycma failed"),
+    (overflows, FloatingPointError, "non-finite sigma"),
+    (interrupted, Interrupted, None),
+], ids=["exception", "non-finite", "keyboard-interrupt"])
+def test_failed_update_leaves_the_optimizer_unchanged(monkeypatch, failing, error, message):
+    """A tell that fails inside pycma (which updates in place) leaves the optimizer as before it: pycma's object,
+    rebuilt by replay, has the mean, step size and generator of its twin that was never told the failing values,
+    the pending population is still the one to tell, and the saved state is the twin's."""
     opt = CMAES(np.ones(5), seed=5)
     twin = CMAES(np.ones(5), seed=5)
     drive(opt, sphere, 3)
     drive(twin, sphere, 3)
-    tell = cma.CMAEvolutionStrategy.tell
-
-    def tell_that_fails_halfway(es, *args, **kwargs):
-        es.mean[:] = np.nan
-        es.sigma = np.inf
-        raise RuntimeError("pycma failed")
-
     X = opt.ask()
-    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", tell_that_fails_halfway)
-    with pytest.raises(RuntimeError, match="pycma failed"):
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", failing)
+    with pytest.raises(error, match=message):
         opt.tell(X, sphere(X))
-    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", tell)
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", TELL)
+    Xt = twin.ask()
+    assert tree_equal(opt.state_dict(), twin.state_dict())  # first: saving alone must rebuild the generator
     assert (np.array_equal(opt.mean, twin.mean) and opt.sigma == twin.sigma and opt.nit == 3
             and opt.nfev == 3 * opt.popsize)
-    Xt = twin.ask()
     assert np.array_equal(opt.ask(), Xt)
     opt.tell(X, sphere(X))
     twin.tell(Xt, sphere(Xt))
     assert np.array_equal(opt.mean, twin.mean) and opt.sigma == twin.sigma
+    assert np.array_equal(opt.ask(), twin.ask())
+
+
+def test_a_tell_right_after_a_failed_one_rebuilds_pycma_first(monkeypatch):
+    """The first use after a failure may be the next tell itself: it tells the rebuilt pycma object."""
+    opt, twin = CMAES(np.ones(5), seed=7), CMAES(np.ones(5), seed=7)
+    drive(opt, sphere, 2)
+    drive(twin, sphere, 2)
+    X = opt.ask()
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", fails_halfway)
+    with pytest.raises(RuntimeError, match="pycma failed"):
+        opt.tell(X, sphere(X))
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", TELL)
+    opt.tell(X, sphere(X))
+    Xt = twin.ask()
+    twin.tell(Xt, sphere(Xt))
+    assert tree_equal(opt.state_dict(), twin.state_dict())
+
+
+def test_a_rebuild_that_does_not_reproduce_the_kept_state_is_refused(monkeypatch):
+    """The replay after a failed tell is checked: kept values it does not reproduce raise, at every use."""
+    opt = CMAES(np.ones(5), seed=6)
+    drive(opt, sphere, 3)
+    X = opt.ask()
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", fails_halfway)
+    with pytest.raises(RuntimeError, match="pycma failed"):
+        opt.tell(X, sphere(X))
+    monkeypatch.setattr(cma.CMAEvolutionStrategy, "tell", TELL)
+    opt._told[1] = opt._told[1][::-1].copy()  # another ranking: another mean
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"could not be rebuilt by replay \(mean, pending population differ\)"):
+            opt.state_dict()
 
 
 def test_deepcopy_of_the_optimizer_owns_its_generator():
@@ -138,3 +247,11 @@ def test_unknown_or_malformed_options_raise_value_error(options):
 def test_pycma_version_supports_the_isolation_options():
     """``seed = nan`` (leave the global RNG alone) and a callable ``randn`` are pycma >= 3 features."""
     assert int(cma.__version__.split(".")[0]) >= 3
+
+
+def test_the_overhead_benchmark_times_the_adapter_against_pycmas_loop(capsys):
+    """``optimizer_overhead.py --pycma`` runs (a few lockstep iterations here) and checks the two loops agree."""
+    benchmark_script("optimizer_overhead").main(["--pycma", "--dims", "3", "300", "--seconds", "0"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [(r[0], r[1]) for r in rows] == [("3", "7"), ("300", "21")]  # pycma's default N = 4 + floor(3 ln d)
+    assert all(int(r[2]) >= 3 and r[5].endswith("%") for r in rows)

@@ -17,9 +17,9 @@ def test_synthetic_costs_are_the_declared_hints():
     assert synthetic.cost(ingo) == 3000 * (50 * 200 + ROUND_OVERHEAD)  # N d per iteration, and the round's fixed part
     assert synthetic.cost(sabo_cfg) == 2 * synthetic.cost(ingo)  # SABO's two rounds per iteration
     assert synthetic.cost(cmaes) == 3000 * CMAES.cost_per_iteration(200, 50)
-    # pycma: N d^2 grows past the diagonal methods' N d, its ~1 ms of Python per iteration is the floor
+    # pycma: N d^2 grows past the diagonal methods' N d, its ~0.5 ms of Python per iteration is the floor
     assert CMAES.cost_per_iteration(1000, 50) / CMAES.cost_per_iteration(200, 50) > 2 * (1000 / 200)
-    assert CMAES.cost_per_iteration(2, 6) > 10 * optimizer_class(small_config("ingo")).cost_per_iteration(2, 6)
+    assert CMAES.cost_per_iteration(2, 6) > 5 * optimizer_class(small_config("ingo")).cost_per_iteration(2, 6)
 
 
 def test_a_method_label_is_costed_as_the_optimizer_it_runs():

@@ -70,6 +70,11 @@ def with_nan(X):
     return X
 
 
+def with_nan_among_infinities(X):
+    X[0, 0], X[1, 3] = np.inf, -np.inf
+    return with_nan(X)
+
+
 @pytest.mark.parametrize("population, error, returned", [
     (lambda X: np.ones((N, D + 1)), TypeError, r"an array of dtype float64 and shape \(5, 5\)"),
     (lambda X: X.tolist(), TypeError, "a list"),
@@ -77,7 +82,8 @@ def with_nan(X):
     (lambda X: X[:0], TypeError, r"an array of dtype float64 and shape \(0, 4\)"),
     (lambda X: X[0], TypeError, r"an array of dtype float64 and shape \(4,\)"),
     (with_nan, ValueError, r"an array of shape \(5, 4\) with NaN in rows \[2\]"),
-], ids=["wrong-width", "list", "float32", "no-rows", "1-d", "nan"])
+    (with_nan_among_infinities, ValueError, r"an array of shape \(5, 4\) with NaN in rows \[2\]"),
+], ids=["wrong-width", "list", "float32", "no-rows", "1-d", "nan", "nan-among-infinities"])
 def test_ask_refuses_what_breaks_its_promise_naming_the_subclass(population, error, returned):
     opt = user_optimizer(population=population)
     with pytest.raises(error, match=f"^{REQUIRED}; it returned {returned}") as refused:
@@ -87,7 +93,9 @@ def test_ask_refuses_what_breaks_its_promise_naming_the_subclass(population, err
         sabo.run(user_optimizer(population=population), sphere, max_iter=6)
 
 
-@pytest.mark.parametrize("population", [None, lambda X: np.where(X > 1.0, np.inf, X)], ids=["finite", "overflowed"])
+@pytest.mark.parametrize("population", [None, lambda X: np.where(X > 1.0, np.inf, X),
+                                        lambda X: np.where(X > 1.0, np.inf, np.where(X < 0.5, -np.inf, X))],
+                         ids=["finite", "overflowed", "overflowed-both-ways"])  # inf - inf is NaN, the points are not
 def test_a_legitimate_population_is_told_back_and_only_it(population):
     """Infinities pass ask() (a sample can overflow from a finite state) and compare equal when told back."""
     opt = user_optimizer(population=population)
