@@ -27,6 +27,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from .errors import UsageError, one_line
@@ -132,11 +133,20 @@ def read_expected(path) -> dict:
     if not (isinstance(expected, dict) and isinstance(expected.get("reproduced"), list)
             and all(isinstance(c, str) for c in expected["reproduced"]) and isinstance(scores, dict)
             and all(_is_number(v) for v in [*scores.values(), *tolerances])
-            and (not isinstance(tolerance, dict) or set(tolerance) == set(scores))):
+            and (not isinstance(tolerance, dict) or set(tolerance) == set(scores))
+            and _valid_means(expected.get("score_means", {}))):
         raise UsageError(f"--check-claims {str(path)!r}: must hold {{\"reproduced\": [claim ids], optional "
                          "\"scores\": {name: number}, \"score_tolerance\": a number, or {name: number} for every "
-                         "score}, as --record-expected or benchmarks/ci_spread.py writes")
+                         "score, optional \"score_means\": {name: {\"keys\": [score names], \"value\": number, "
+                         "\"tolerance\": number}}}, as --record-expected or benchmarks/ci_spread.py writes")
     return expected
+
+
+def _valid_means(means) -> bool:
+    return isinstance(means, dict) and all(
+        isinstance(m, dict) and set(m) == {"keys", "value", "tolerance"} and isinstance(m["keys"], list)
+        and m["keys"] and all(isinstance(k, str) for k in m["keys"]) and _is_number(m["value"])
+        and _is_number(m["tolerance"]) for m in means.values())
 
 
 def _is_number(value) -> bool:
@@ -154,7 +164,8 @@ def check_against_expected(outcome: dict, expected: dict) -> list[str]:
 
     A regression is a claim listed as reproduced there that no longer is, or (when the file
     holds ``scores``) a score of the report (higher is better, e.g. a selected accuracy) more
-    than its tolerance (:func:`score_tolerance`) below the recorded value, or missing.
+    than its tolerance (:func:`score_tolerance`) below the recorded value, or missing; or (when
+    it holds ``score_means``) the mean of the listed scores more than its tolerance below its value.
     """
     by_id = {v["id"]: v for v in outcome["claims"]}
     failures = []
@@ -171,6 +182,13 @@ def check_against_expected(outcome: dict, expected: dict) -> list[str]:
             failures.append(f"{key}: no score any more (recorded {value:.2f})")
         elif not now >= value - tolerance:
             failures.append(f"{key}: {now:.2f}, recorded {value:.2f} (tolerance {tolerance:.3g})")
+    for name, mean in expected.get("score_means", {}).items():
+        missing = [key for key in mean["keys"] if key not in scores]
+        now = float(np.mean([scores[key] for key in mean["keys"]])) if not missing else None
+        if missing:
+            failures.append(f"{name}: no score {missing[0]!r} any more")
+        elif not now >= mean["value"] - mean["tolerance"]:
+            failures.append(f"{name}: {now:.2f}, recorded {mean['value']:.2f} (tolerance {mean['tolerance']:.3g})")
     return failures
 
 

@@ -147,6 +147,23 @@ def test_per_score_tolerance_against_expected(tmp_path):
         assert "\n" not in str(info.value)
 
 
+def test_a_mean_of_scores_is_checked_against_its_own_tolerance(tmp_path):
+    """score_means: the mean of listed scores (scores too noisy to check one by one, checked together)."""
+    expected = tmp_path / "expected.json"
+    write_json(expected, {"reproduced": [], "scores": {},
+                          "score_means": {"all": {"keys": ["x", "y"], "value": 50.0, "tolerance": 5.0}}})
+    loaded = read_expected(expected)
+    assert check_against_expected({"claims": [], "scores": {"x": 90.0, "y": 0.0}}, loaded) == []  # mean 45
+    assert check_against_expected({"claims": [], "scores": {"x": 89.8, "y": 0.0}}, loaded) == [
+        "all: 44.90, recorded 50.00 (tolerance 5)"]
+    assert check_against_expected({"claims": [], "scores": {"x": 90.0}}, loaded) == ["all: no score 'y' any more"]
+    for bad in ({"all": {"keys": [], "value": 1.0, "tolerance": 1.0}}, {"all": {"keys": ["x"], "value": "1",
+                                                                               "tolerance": 1.0}}):
+        write_json(expected, {"reproduced": [], "score_means": bad})
+        with pytest.raises(UsageError, match="score_means"):
+            read_expected(expected)
+
+
 def _paper_tex() -> str:
     """The paper's LaTeX: $SABO_PAPER_TEX, or the project's shared copy next to the repository."""
     candidates = [os.environ.get("SABO_PAPER_TEX", ""), ROOT.parent / "shared" / "paper" / "sabo-paper.tex",
