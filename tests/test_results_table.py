@@ -70,8 +70,9 @@ def test_the_synthetic_report_writes_its_table_metrics_and_curves(tiny_study, tm
     metrics = json.loads((out / "synthetic_metrics.json").read_text())
     claims = json.loads((out / "synthetic_claims.json").read_text())["claims"]
     assert (metrics["profile"], metrics["records"], metrics["runs"], metrics["diverged_runs"]) == ("tiny", 8, 8, 0)
-    assert set(metrics["claims"]) == {"reproduced", "not_reproduced", "not_run"}
-    for key, verdict in (("reproduced", "reproduced"), ("not_reproduced", "not reproduced"), ("not_run", "not run")):
+    assert set(metrics["claims"]) == {"reproduced", "not_reproduced", "inconclusive", "not_run"}
+    for key, verdict in (("reproduced", "reproduced"), ("not_reproduced", "not reproduced"),
+                         ("inconclusive", "inconclusive"), ("not_run", "not run")):
         assert metrics["claims"][key] == sum(c["verdict"] == verdict for c in claims)
     # median over the two seeds of E_T, from the records themselves
     for function in ("ellipsoid", "levy"):
@@ -259,7 +260,7 @@ def test_the_prompt_report_of_the_offline_profile_has_an_empty_table(tmp_path):
     metrics = json.loads((first / "prompt_tuning_metrics.json").read_text())
     assert metrics == {"profile": "offline", "records": 0, "runs": 0, "selected_test_metric": {},
                        "zero_shot_test_metric": {},
-                       "claims": {"reproduced": 0, "not_reproduced": 0,
+                       "claims": {"reproduced": 0, "not_reproduced": 0, "inconclusive": 0,
                                   "not_run": len(yaml.safe_load(open(ROOT / "replication/prompt/claims.yaml")))}}
     assert not (first / "prompt_tuning_curves.csv").exists()  # the prompt study plots no curves
 
