@@ -215,9 +215,11 @@ def fake_image_records(params, runs):
         result = {"status": "diverged" if diverged else "completed", "message": "fake", "seeds": {},
                   "evals_per_iteration": 100, "final": {key: v[-1] for key, v in curve.items()}, "curve": curve,
                   "stats": {}}
+        provenance = {"versions": {}, "git_revision": "abc", "host": "fake", "started_utc": "2026-01-01T00:00:00+00:00",
+                      "finished_utc": f"2026-01-01T00:00:{k:02d}+00:00", "wall_time_s": 1.0, "resumed": 0,
+                      "cuda_visible_devices": None}
         record = {"schema": 1, "config": c.to_dict(), "config_hash": c.hash, "group_hash": c.group_hash,
-                  "result": result, "provenance": {"git_revision": "abc", "finished_utc": f"2026-01-01T00:00:{k:02d}",
-                                                   "wall_time_s": 1.0}}
+                  "result": result, "provenance": provenance}
         write_json(record_path(runs, c), record)
         expected[cell] = None if diverged else 100 * test  # the last k of the cell wins
     return configs, expected
