@@ -8,7 +8,8 @@ model :class:`Record` and says in one line what is wrong; a record with a proble
 unusable, as an unreadable file does (the engine moves it aside and recomputes the run).
 
 What is checked: every key the engine writes, with strict JSON types (a number is an int or a
-float, never a string or a bool; counts are integers >= 0); the curve has the columns ``nit``,
+float, never a string or a bool; counts are integers >= 0; an optimizer's ``stats`` are numbers,
+or mappings of plain data, as ``sabo.state.Stats`` restores them); the curve has the columns ``nit``,
 ``nfev`` and ``f_best``, all of one length >= 1, the counts non-decreasing integers, no metric
 column without a single value that is not NaN (``f_best`` is NaN in a run without an optimizer);
 ``final`` is the curve's last point; ``curve_time_unix_s``, where kept, has a finite time or None
@@ -61,6 +62,13 @@ def _schema_version(value):
     return value
 
 
+def _statistic(value):
+    """A counter or diagnostic (a number), or a group of them (a mapping of plain data: CMA-ES's ``stop``)."""
+    if not isinstance(value, dict) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise _problem("must be a number or a mapping (got {type})", type=type(value).__name__)
+    return value
+
+
 def _finite_time(value):
     if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
                                   and math.isfinite(value)):
@@ -102,7 +110,7 @@ class Result(_Part):
     evals_per_iteration: Count
     final: dict[StrictStr, Number]
     curve: dict[StrictStr, list[Number]]
-    stats: dict[StrictStr, JsonValue]
+    stats: dict[StrictStr, Annotated[Any, PlainValidator(_statistic)]]
     final_evaluation: dict[StrictStr, JsonValue] | None = None
 
     @model_validator(mode="after")

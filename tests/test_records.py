@@ -56,6 +56,8 @@ WRONG = [  # (change, the one line said)
      "result: curve: nfev must be non-decreasing integers >= 0"),
     (lambda r: r["result"]["curve"].pop("f_best"), "result: curve: lacks the column(s) f_best"),
     (_set(["result", "status"], "pending"), "result.status: Input should be 'completed' or 'diverged'"),
+    (_set(["result", "stats", "safeguard_perturbation"], "3"),
+     "result.stats.safeguard_perturbation: must be a number or a mapping (got str)"),
     (_set(["result", "evals_per_iteration"], -1), "result.evals_per_iteration: Input should be greater than or equal"),
     (lambda r: r.pop("result"), "result: Field required"),
     (_set(["provenance"], {}), "provenance.versions: Field required; provenance.git_revision: Field required; "
