@@ -16,7 +16,9 @@ column without a single value that is not NaN (``f_best`` is NaN in a run withou
 per curve point; start and finish are ISO 8601 times with a time zone. Keys present only in records
 of some versions are optional: ``provenance.numerics``, ``provenance.curve_time_unix_s`` (records
 written before they were kept) and ``result.final_evaluation`` (studies whose problems have one).
-Keys the schema does not know are allowed and not checked (a later version may add some).
+Keys the schema does not know are allowed and not checked (a later version may add some), as are the
+contents of ``config`` (compared with the run's own), ``final_evaluation`` and ``numerics``: JSON, by how
+they were read.
 What a study's report needs beyond this (the synthetic study's ``error`` column, ...) is its own business.
 """
 from __future__ import annotations
@@ -30,7 +32,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    JsonValue,
     PlainValidator,
     StrictInt,
     StrictStr,
@@ -111,7 +112,7 @@ class Result(_Part):
     final: dict[StrictStr, Number]
     curve: dict[StrictStr, list[Number]]
     stats: dict[StrictStr, Annotated[Any, PlainValidator(_statistic)]]
-    final_evaluation: dict[StrictStr, JsonValue] | None = None
+    final_evaluation: dict[StrictStr, Any] | None = None
 
     @model_validator(mode="after")
     def _curve_and_final(self):
@@ -138,7 +139,7 @@ class Result(_Part):
 
 class Provenance(_Part):
     versions: dict[StrictStr, StrictStr | None]
-    numerics: dict[StrictStr, JsonValue] | None = None
+    numerics: dict[StrictStr, Any] | None = None
     git_revision: StrictStr | None
     host: StrictStr
     started_utc: Time
@@ -151,7 +152,7 @@ class Provenance(_Part):
 
 class Record(_Part):
     schema_: Annotated[Any, PlainValidator(_schema_version)] = Field(alias="schema")
-    config: dict[StrictStr, JsonValue]
+    config: dict[StrictStr, Any]
     config_hash: StrictStr
     group_hash: StrictStr
     result: Result
