@@ -372,9 +372,17 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
 
 
 def report_records(args, configs) -> list[dict]:
-    """The records of ``configs``: from ``--from-table`` when given, else from ``--runs-dir``."""
+    """The records of ``configs``: from ``--from-table`` when given, else from ``--runs-dir``, where a record
+    file that is unusable (as `list` calls it, corrupt: unreadable, of the wrong shape, not a regular file)
+    is left out with one warning line."""
     if args.from_table is None:
-        return [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
+        found = {c.hash: load_record(args.runs_dir, c) for c in configs}
+        corrupt = sum(found[c.hash] is None and record_status(args.runs_dir, c) == "corrupt" for c in configs)
+        if corrupt:
+            print(f"warning: {corrupt} record file(s) under {args.runs_dir}/{args.study} are unusable and left out of "
+                  f"this report (`sabo-bench list {args.study}` marks them corrupt; `sabo-bench run {args.study}` "
+                  "moves them aside and recomputes them)", file=sys.stderr)
+        return [r for r in found.values() if r is not None]
     from .table import records_from_table
 
     try:

@@ -11,12 +11,16 @@
   deterministic given the state, ends with the same ``config`` and ``result`` as an
   uninterrupted run; only ``provenance`` (timings, resume count) differs.
 * Own files only: a checkpoint or record is used only if it holds this run's config (hash
-  and content); one that does not, or that cannot be read (truncated, empty, garbled), is
-  moved aside (:func:`replication.storage.quarantine`), reported in one line, and the run is
-  recomputed. Temporary files left by an interrupted write are deleted.
+  and content); one that does not, that cannot be read (truncated, empty, garbled, nested too
+  deep), that is not a regular file inside the runs directory (a FIFO, a directory, a link to
+  ``/dev/zero`` or out of the runs directory: :func:`replication.storage.read_bytes`), or a record
+  of the wrong shape (:func:`replication.records.schema_problem`), is moved aside
+  (:func:`replication.storage.quarantine`), reported in one line, and the run is recomputed.
+  Temporary files left by an interrupted write are deleted.
 * One process per run: a lock file ``<hash>.lock`` next to the record is held while the run
   executes, so two studies sharing a runs directory never compute the same run; with
-  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once. The run removes
+  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once. Anything but a
+  regular file at the lock's path (a directory, a FIFO, a link) is moved aside first. The run removes
   it however it ends (a run killed outright leaves it: an empty file that locks nothing, removed
   when the run next ends).
 * Stoppable: a stop request (:mod:`replication.stopping`: Ctrl-C, SIGTERM) ends the run at the
@@ -79,9 +83,12 @@ from .config import RunConfig, content_hash, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, UsageError, one_line
+from .records import RECORD_SCHEMA, schema_problem
 from .storage import (
+    UnusableFile,
     atomic_write_bytes,
     quarantine,
+    quarantine_unless_regular,
     read_json,
     read_state,
     remove_stale_temporaries,
@@ -90,7 +97,6 @@ from .storage import (
 )
 from .studies import get_study
 
-RECORD_SCHEMA = 1
 CHECKPOINT_SCHEMA = 2  # 1 was a pickle
 
 
@@ -133,32 +139,31 @@ def record_paths(directory) -> list[Path]:
 
 
 def record_problem(record, config: RunConfig) -> str | None:
-    """Why ``record`` is not a usable record of ``config``, or None if it is."""
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    missing = {"schema", "config", "config_hash", "result", "provenance"} - set(record)
-    if missing:
-        return f"missing {sorted(missing)}"
+    """Why ``record`` is not a usable record of ``config`` (:func:`replication.records.schema_problem`, or
+    another run's), or None if it is."""
+    problem = schema_problem(record)
+    if problem is not None:
+        return problem
     if record["config_hash"] != config.hash or record["config"] != config.to_dict():
         return f"it holds the record of another run (config hash {record['config_hash']!r})"
-    result = record["result"]
-    if not isinstance(result, dict) or not {"status", "final", "curve"} <= set(result):
-        return "its result is incomplete"
     return None
 
 
 def load_record(runs_dir, config: RunConfig, *, quarantine_bad: bool = False) -> dict | None:
     """The finished record of ``config``, or None.
 
-    A record file that is unreadable or belongs to another run counts as absent; with
-    ``quarantine_bad`` it is also moved aside (the run then recomputes it).
+    A record file that is unreadable, not a regular file inside ``runs_dir``, of the wrong shape
+    or another run's counts as absent; with ``quarantine_bad`` it is also moved aside (the run
+    then recomputes it).
     """
     path = record_path(runs_dir, config)
     try:
-        record = read_json(path)
+        record = read_json(path, within=runs_dir)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+    except UnusableFile as exc:  # not a regular file in runs_dir, or too large
+        problem = str(exc)
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, nested too deep
         problem = f"unreadable JSON: {exc}"
     else:
         problem = record_problem(record, config)
@@ -280,6 +285,7 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         return existing
     lock = lock_path(runs_dir, config)
     lock.parent.mkdir(parents=True, exist_ok=True)
+    quarantine_unless_regular(lock, "the run takes a lock file of its own")
     try:
         held = FileLock(lock).acquire(timeout=-1 if wait_for_lock else 0, poll_interval=0.2)
     except Timeout:
@@ -331,7 +337,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     files = files_path(runs_dir, config) if hasattr(problem, "attach_output") else None
     resumed = None
     if files is None and ckpt.exists():  # a run with files of its own is not resumable (module docstring)
-        resumed = _resume(ckpt, config, optimizer, problem)
+        resumed = _resume(ckpt, runs_dir, config, optimizer, problem)
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
@@ -513,7 +519,7 @@ def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> di
                                                                           params.get("popsize"), params)}
 
 
-def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
+def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
     """(optimizer, max_iter, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
 
     ``max_iter`` (the curve's grid): the budget's ``max_iter``, or under ``max_evals`` the one the
@@ -526,11 +532,12 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
     ``stamps`` are the wall times of the curve points (None for points of a checkpoint written
     before they were kept).
 
-    A checkpoint that cannot be read, or that holds another run, is quarantined (None).
-    The optimizer is rebuilt by its registry name from the config, never from the file.
+    A checkpoint that cannot be read (not a regular file inside ``runs_dir`` included), or that holds
+    another run, is quarantined (None). The optimizer is rebuilt by its registry name from the config,
+    never from the file.
     """
     try:
-        state = read_state(ckpt)
+        state = read_state(ckpt, within=runs_dir)
         if not isinstance(state, dict) or state.get("schema") != CHECKPOINT_SCHEMA:
             raise ValueError(f"not a checkpoint of schema {CHECKPOINT_SCHEMA}")
         if state.get("config_hash") != config.hash or state.get("config") != config.to_dict():
@@ -551,7 +558,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
         tally = _checked_tally(state.get("iteration"))
         problem.set_state(state["problem"])
     except Exception as exc:  # any defect of the file: recompute rather than stop the study
-        quarantine(ckpt, f"{type(exc).__name__}: {exc}")
+        quarantine(ckpt, str(exc) if isinstance(exc, UnusableFile) else f"{type(exc).__name__}: {exc}")
         return None
     return opt, max_iter, curve, stamps, elapsed, resumes, started, tally
 
@@ -567,7 +574,7 @@ def checkpoint_progress(runs_dir, config: RunConfig) -> float:
     if not ckpt.exists():
         return 0.0
     try:
-        state = read_state(ckpt)
+        state = read_state(ckpt, within=runs_dir)
         if state.get("config_hash") != config.hash:
             return 0.0
         column, total = (("nit", state["max_iter"]) if "max_evals" not in config.budget else

@@ -584,3 +584,157 @@ def test_a_run_stopped_between_sabos_two_rounds_resumes_to_the_same_record(tmp_p
         write_state(ckpt, state)
     resumed = execute(cfg, tmp_path / "resumed")
     assert resumed["provenance"]["resumed"] == 1 and deterministic_part(resumed) == deterministic_part(straight)
+
+
+# ---------------------------------------------------------------------------- records of the wrong shape, and entries
+# of the runs directory that are no regular files: `list` and `report` read past them, `run` moves them aside
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """The tiny synthetic study (8 runs) run once: (params path, runs dir, its configs); tests copy the runs."""
+    import yaml
+    from helpers import tiny_params
+
+    from replication.cli import main
+    from replication.studies import get_study
+
+    root = tmp_path_factory.mktemp("tiny_runs")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    assert main(["run", "synthetic", "--params", str(root / "params.yaml"), "--runs-dir", str(root / "runs"),
+                 "--no-track", "--quiet"]) == 0
+    return root / "params.yaml", root / "runs", get_study("synthetic").configs(tiny_params())
+
+
+def runs_copy(tiny_runs, tmp_path):
+    import shutil
+
+    params, runs, configs = tiny_runs
+    shutil.copytree(runs, tmp_path / "runs")
+    return ["--params", str(params), "--runs-dir", str(tmp_path / "runs")], tmp_path / "runs", configs
+
+
+def _edit(change):
+    def damage(path):
+        record = json.loads(path.read_text())
+        change(record)
+        path.write_text(json.dumps(record))
+    return damage
+
+
+WRONG_SHAPES = {  # name -> what is done to a record file
+    "curve a string": _edit(lambda r: r["result"].update(curve="abc")),
+    "final empty": _edit(lambda r: r["result"].update(final={})),
+    "final.error a string": _edit(lambda r: r["result"]["final"].update(error="0.5")),
+    "provenance empty": _edit(lambda r: r.update(provenance={})),
+    "curve columns of unequal length": _edit(lambda r: r["result"]["curve"]["error"].pop(0)),
+    "nested 100,000 deep": lambda path: path.write_text('{"schema": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+}
+
+
+@pytest.mark.parametrize("damage", WRONG_SHAPES.values(), ids=WRONG_SHAPES)
+def test_a_record_of_the_wrong_shape_is_corrupt_to_list_and_report_and_recomputed_by_run(tiny_runs, tmp_path, capsys,
+                                                                                         damage):
+    """Valid JSON of the wrong shape (or nested past the recursion limit) ended `list` and `report` in a KeyError,
+    TypeError, IndexError or RecursionError traceback; now it is an unusable file like a garbled one."""
+    from replication.cli import main
+
+    common, runs, configs = runs_copy(tiny_runs, tmp_path)
+    victim = configs[3]
+    path = record_path(runs, victim)
+    original = json.loads(path.read_text())
+    damage(path)
+    capsys.readouterr()
+    assert main(["list", "synthetic", *common]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and f"{victim.hash}  corrupt" in out and out.splitlines()[-1] == "7 completed, 1 corrupt"
+
+    assert main(["report", "synthetic", *common, "--out", str(tmp_path / "out"), "--no-track"]) == 0
+    out, err = capsys.readouterr()
+    assert "7 of 8 runs of profile 'tiny' have records" in out
+    assert err.splitlines() == [f"warning: 1 record file(s) under {runs}/synthetic are unusable and left out of this "
+                                "report (`sabo-bench list synthetic` marks them corrupt; `sabo-bench run synthetic` "
+                                "moves them aside and recomputes them)"]
+
+    assert main(["run", "synthetic", *common, "--no-track", "--quiet"]) == 0
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: {path} is unusable (") and line.endswith("the run will be recomputed")
+    assert deterministic_part(load_record(runs, victim)) == deterministic_part(original)
+    [moved] = quarantined_files(runs)
+    assert moved.name.startswith(path.name + QUARANTINE_MARK)
+
+
+def _limited_memory():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))  # a read of /dev/zero ends here, not in swap
+
+
+def test_entries_that_are_no_regular_files_are_skipped_by_list_and_moved_aside_by_run(tiny_runs, tmp_path):
+    """A FIFO as a record hung `list` and `run`; a record linked to /dev/zero took all memory (MemoryError); a
+    directory as a lock file ended `run` in IsADirectoryError. Now each is one line, and nothing outside the runs
+    directory is read through a link; a link inside it is followed. In subprocesses: a regression hangs or fills
+    memory there, under a timeout and a 3 GB address-space limit."""
+    common, runs, configs = runs_copy(tiny_runs, tmp_path)
+    fifo, zero, outside, lock_dir, fifo_ckpt, inside = configs[:6]
+    originals = {c.hash: json.loads(record_path(runs, c).read_text()) for c in configs}
+    record_path(runs, fifo).unlink()
+    os.mkfifo(record_path(runs, fifo))
+    record_path(runs, zero).unlink()
+    record_path(runs, zero).symlink_to("/dev/zero")
+    (tmp_path / "elsewhere").mkdir()
+    os.replace(record_path(runs, outside), tmp_path / "elsewhere" / "record.json")  # a valid record, but not here
+    record_path(runs, outside).symlink_to(tmp_path / "elsewhere" / "record.json")
+    record_path(runs, lock_dir).unlink()
+    lock_path(runs, lock_dir).mkdir()
+    record_path(runs, fifo_ckpt).unlink()
+    os.mkfifo(checkpoint_path(runs, fifo_ckpt))
+    kept = runs / "synthetic" / "kept.json"
+    os.replace(record_path(runs, inside), kept)
+    record_path(runs, inside).symlink_to(os.path.relpath(kept, record_path(runs, inside).parent))
+
+    def cli(*argv):
+        return subprocess.run([sys.executable, "-m", "replication.cli", *argv, "synthetic", *common], timeout=120,
+                              capture_output=True, text=True, preexec_fn=_limited_memory)
+
+    listed = cli("list")
+    assert listed.returncode == 0 and listed.stderr == ""
+    statuses = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines()[:8]}
+    assert statuses == {**{c.hash: "completed" for c in configs}, fifo.hash: "corrupt", zero.hash: "corrupt",
+                        outside.hash: "corrupt", lock_dir.hash: "pending", fifo_ckpt.hash: "partial"}
+
+    ran = cli("run", "--no-track", "--quiet")
+    assert ran.returncode == 0 and ran.stdout.strip() == f"8 runs finished (0 diverged) under {runs}/synthetic"
+    lines = sorted(ran.stderr.splitlines())
+    expected = sorted([
+        (record_path(runs, fifo), "not a regular file but a FIFO", "the run will be recomputed"),
+        (record_path(runs, zero), "a symbolic link to /dev/zero, outside ", "the run will be recomputed"),
+        (record_path(runs, outside), f"a symbolic link to {tmp_path / 'elsewhere' / 'record.json'}, outside ",
+         "the run will be recomputed"),
+        (lock_path(runs, lock_dir), "not a regular file but a directory", "the run takes a lock file of its own"),
+        (checkpoint_path(runs, fifo_ckpt), "not a regular file but a FIFO", "the run will be recomputed")])
+    assert len(lines) == len(expected)
+    for line, (path, reason, then) in zip(lines, expected):
+        assert line.startswith(f"warning: {path} is unusable ({reason}") and line.endswith(f", {then}"), line
+    for c in configs:
+        assert deterministic_part(load_record(runs, c)) == deterministic_part(originals[c.hash])
+    assert record_path(runs, inside).is_symlink() and len(quarantined_files(runs)) == 5
+
+
+def test_read_bytes_reads_regular_files_within_its_limit_only(tmp_path):
+    from replication.storage import UnusableFile, read_bytes
+
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    assert read_bytes(path, limit=10) == b"0123456789"
+    with pytest.raises(UnusableFile, match=r"^larger than 9 bytes, the most read from such a file$"):
+        read_bytes(path, limit=9)
+    with pytest.raises(UnusableFile, match=r"^not a regular file but a character device$"):
+        read_bytes("/dev/zero", limit=10)
+    with pytest.raises(UnusableFile, match=r"^not a regular file but a directory$"):
+        read_bytes(tmp_path, limit=10)
+    with pytest.raises(FileNotFoundError):
+        read_bytes(tmp_path / "missing", limit=10)
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "link").symlink_to(path)
+    with pytest.raises(UnusableFile, match=rf"^a symbolic link to {path}, outside {tmp_path / 'inner'}$"):
+        read_bytes(tmp_path / "inner" / "link", limit=10, within=tmp_path / "inner")
+    assert read_bytes(tmp_path / "inner" / "link", limit=10, within=tmp_path) == b"0123456789"
