@@ -316,11 +316,31 @@ def schema(study: str) -> type[StudySection]:
     return getattr(importlib.import_module(module), model)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing aliases (``*name``) as it meets them.
+
+    An alias shares its anchor's node, so a few lines of aliases of aliases describe 10^7 leaves
+    ("billion laughs"): loading is cheap, but anything that walks the result (validation, a
+    message that shows a refused value) expands them, which took 20 s and 260 MB before the
+    refusal. params.yaml needs no aliases; refusing them bounds every later walk by the size of
+    the file itself.
+    """
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed in a parameter file; write the value out",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+
 def read_params(path) -> dict:
-    """The mapping in the YAML file ``path``; a one-line :class:`UsageError` if it cannot be one."""
+    """The mapping in the YAML file ``path``; a one-line :class:`UsageError` if it cannot be one
+    (aliases, ``*name``, are refused: :class:`_NoAliasLoader`)."""
     try:
         with open(path) as fh:
-            raw = yaml.safe_load(fh)
+            raw = yaml.load(fh, Loader=_NoAliasLoader)  # a SafeLoader: no Python objects
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the parameter file ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
