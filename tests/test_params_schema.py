@@ -384,3 +384,21 @@ def test_the_image_schema_knows_every_loadable_dataset():
     from replication.image.params import DATASETS
 
     assert set(DATASETS) == set(data.DATASETS)
+
+
+@pytest.mark.parametrize("methods, where", [
+    ({"cmaes": {"options": {"maxfevals": "9**9**8"}}}, "synthetic.methods.cmaes.options.maxfevals = '9**9**8'"),
+    ({"cma_big": {"optimizer": "cmaes", "options": {"tolfun": "1e-11", "CMA_diagonal": True}}},
+     "synthetic.methods.cma_big.options.tolfun = '1e-11'"),
+])
+def test_string_pycma_options_are_refused_before_pycma_evaluates_them(methods, where):
+    """pycma eval()s string-valued options: `maxfevals: "9**9**8"` hung the parameter check before a study
+    (it computes a number of 10^8 digits) until it was killed; numbers pass."""
+    params = tiny(lambda s: s["methods"].update(methods))
+    with pytest.raises(UsageError) as refused:
+        validate_params(params)
+    [line] = str(refused.value).splitlines()
+    assert line.startswith(f"params.yaml: {where}: must not be a string: pycma evaluates string-valued options")
+    for grid in methods.values():
+        grid["options"] = {key: 1e-11 if isinstance(value, str) else value for key, value in grid["options"].items()}
+    validate_params(tiny(lambda s: s["methods"].update(methods)))
