@@ -319,8 +319,44 @@ def test_which_existing_reports_a_new_one_may_replace(tmp_path):
     assert refusal({"profile": "full"}, records=9) is not None                          # no counts: complete
     assert refusal({"profile": "quick", "records": 2, "runs": 2}) is not None
     assert refusal({"profile": "offline", "records": 0, "runs": 0}) is None             # nothing to lose
-    (tmp_path / "s_claims.json").write_text("{garbled")
-    assert replacement_refusal(tmp_path, "s", profile="full", records=1, runs=10) is None
+    (tmp_path / "s_claims.json").write_text("{garbled")  # what the report holds is unknown: refused
+    assert "s_claims.json cannot be read (not JSON)" in replacement_refusal(tmp_path, "s", profile="full",
+                                                                                  records=1, runs=10)
+    write_json(tmp_path / "s_claims.json", {"profile": "full", "records": "all"})
+    assert "does not say what its report was made from" in refusal({"profile": "full", "records": "all"})
+    (tmp_path / "s_claims.json").unlink()
+    write_json(tmp_path / "s_metrics.json", {"profile": "quick", "records": 2, "runs": 2})  # the other description
+    assert "s_metrics.json is a report of another profile" in replacement_refusal(tmp_path, "s", profile="full",
+                                                                                  records=10, runs=10)
+    (tmp_path / "s_metrics.json").unlink()
+    (tmp_path / "s.md").write_text("# a page whose descriptions are gone\n")
+    assert "s.md is a report whose claims and metrics files are gone" in replacement_refusal(
+        tmp_path, "s", profile="full", records=10, runs=10)
+
+
+@pytest.mark.parametrize("damage", ["delete", "garble"])
+def test_a_damaged_claims_file_does_not_let_another_profile_replace_a_report(damage, tmp_path, params, capsys):
+    """The guard read the claims file alone: deleted or filled with garbage, a report of another profile
+    silently replaced the committed one (page, figures, run table, metrics)."""
+    runs, out = tmp_path / "runs", tmp_path / "results"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    assert main(["run", "synthetic", "--params", params, "--profile", "full", "--runs-dir", str(runs), "--no-track",
+                 "--quiet"]) == 0
+    assert report(params, runs, out) == 0
+    claims = out / "synthetic_claims.json"
+    if damage == "delete":
+        claims.unlink()
+    else:
+        claims.write_bytes(b"\x00garbage\xff" * 100)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert report(params, runs, out, "--profile", "full") == 1
+    [line] = capsys.readouterr().err.splitlines()
+    expected = "synthetic_metrics.json is a report of another profile" if damage == "delete" else \
+        "synthetic_claims.json cannot be read (not JSON)"
+    assert line.startswith("error: ") and expected in line and "or use --force" in line, line
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing replaced
+    assert report(params, runs, out, "--profile", "full", "--force") == 0
 
 
 def test_paths_that_cannot_be_used_are_one_line_before_anything_is_written(tmp_path, params, capsys):
