@@ -37,7 +37,7 @@ import sabo
 from . import stopping
 from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
-from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, one_line
+from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, file_problem, one_line
 from .executors import EXECUTORS, default_workers, one_thread, run_configs
 from .names import natural_order
 from .storage import quarantined_files
@@ -404,6 +404,10 @@ def cmd_report(args) -> int:
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
+    from .storage import remove_temporaries_in
+
+    for place in (Path(args.out), Path(args.out, "figures")):  # left by a report killed mid-write
+        remove_temporaries_in(place)
     logger = make_logger(args, params)
     outcome = study.report(params, records, Path(args.out), tracker=logger,
                            runs_dir=None if args.from_table else Path(args.runs_dir))
@@ -566,6 +570,12 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:  # the reader of stdout left (`sabo-bench list | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exiting flushes nowhere
+        return 1
+    except OSError as exc:  # a full disk, a read-only --out or --runs-dir: what could not be written, and why
+        problem = file_problem(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}; {STOPPED.get(args.command, STOPPED['run'])}", file=sys.stderr)
         return 1
 
 
