@@ -32,9 +32,7 @@ import signal
 import sys
 from pathlib import Path
 
-import sabo
-
-from . import stopping
+from . import startup, stopping  # startup first: a Ctrl-C during the imports below is one line
 from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
 from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, file_problem, one_line
@@ -479,7 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = ArgumentParser(prog="sabo-bench", description=__doc__.split("\n\n")[0],
                         epilog="Run `sabo-bench COMMAND --help` for the options of a command.",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", action="version", version=f"sabo-bench {sabo.__version__}")
+    from sabo import __version__
+
+    ap.add_argument("--version", action="version", version=f"sabo-bench {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="execute every selected run of a study (skips finished ones, resumes partial ones)")
@@ -547,6 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    startup.done()
     try:
         with stopping.handle_signals():
             status = args.func(args)
