@@ -59,7 +59,7 @@ import baselines
 from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
-from .engine import RunBusy, check_parameters, checkpoint_progress, execute, load_record
+from .engine import RunBusy, check_parameters, checkpoint_progress, execute, keep_record, load_record
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError
 from .eta import Eta
 from .pool import DIED, ERROR, WorkerPool
@@ -215,8 +215,9 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     for config in configs:
         record = load_record(runs_dir, config, quarantine_bad=True)
         if record is None:
-            todo.append(config)
+            todo.append(config)  # executing it restores a kept record, if there is one
         else:
+            keep_record(runs_dir, config, replace=False)  # a record from before records were kept
             records[config.hash] = record
             if on_record is not None:
                 on_record(record)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -87,6 +88,17 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def atomic_link(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Make ``target`` another name of the file ``source`` (a hard link: no second copy of the data),
+    atomically; a copy where the file system has no hard links (or ``target`` is on another one)."""
+    with atomic_file(target) as tmp, _naming(Path(target)):
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
