@@ -41,8 +41,13 @@ class RemoteTraceback(Exception):
 def _serve(conn, initializer, initargs) -> None:
     """A worker's life: ``initializer(*initargs)``, then ``(key, fn, args)`` tasks from ``conn`` until
     None or the parent closes its end; each reply is ``(key, RESULT, value)`` or ``(key, ERROR,
-    exception, traceback text)``."""
-    initializer(*initargs)
+    exception, traceback text)``. An initializer that raises answers the first task with its
+    exception, and the worker ends."""
+    try:
+        initializer(*initargs)
+        broken = None
+    except BaseException as exc:
+        broken = exc
     while True:
         try:
             task = conn.recv()
@@ -52,6 +57,8 @@ def _serve(conn, initializer, initargs) -> None:
             return
         key, fn, args = task
         try:
+            if broken is not None:
+                raise broken
             reply = (key, RESULT, fn(*args))
         except BaseException as exc:  # the parent decides what it means
             reply = (key, ERROR, _portable(exc), "".join(traceback.format_exception(exc)))
@@ -61,6 +68,8 @@ def _serve(conn, initializer, initargs) -> None:
             return
         except Exception as exc:  # a result that does not pickle: what went wrong does
             conn.send((key, ERROR, RuntimeError(f"the task's result cannot be sent: {type(exc).__name__}: {exc}"), ""))
+        if broken is not None:
+            return
 
 
 def _portable(exc: BaseException) -> BaseException:
