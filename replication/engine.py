@@ -139,19 +139,24 @@ def kept_path(runs_dir, config: RunConfig) -> Path:
 
 
 def keep_record(runs_dir, config: RunConfig, *, replace: bool = True) -> None:
-    """Give ``config``'s record its second name :func:`kept_path` (``replace=False``: unless it has one).
+    """Give ``config``'s record its second name :func:`kept_path` (``replace=False``: unless it has one; call
+    with ``replace=True`` only holding the run's lock, as the engine does when it writes a record).
 
-    Best effort: a record that cannot be kept (a full disk where hard links are not possible) is a
-    warning line; it is still the record, only not safe from a DVC experiment.
+    Raises :class:`~replication.errors.WriteFailed` where it cannot (a read-only runs directory):
+    callers warn, since the record itself is there, only not safe from a DVC experiment.
     """
     record, kept = record_path(runs_dir, config), kept_path(runs_dir, config)
     if files_path(runs_dir, config).exists() or (not replace and kept.exists()):
         return
-    try:
-        atomic_link(record, kept)
-    except OSError as exc:
-        print(f"warning: the record of {config.label} has no second copy under {kept.parent} "
-              f"({exc.strerror or exc}): a DVC experiment that deletes it will compute it again", file=sys.stderr)
+    if replace:  # the run's writer, holding its lock: what a killed one left goes
+        remove_stale_temporaries(kept)
+    atomic_link(record, kept)
+
+
+def not_kept_warning(count: int, runs_dir, exc: OSError) -> str:
+    """The warning for ``count`` records :func:`keep_record` could not keep."""
+    return (f"warning: {count} record(s) have no second name under {Path(runs_dir, KEPT_DIR)} ({exc.strerror or exc}):"
+            " a DVC experiment that deletes them would compute them again")
 
 
 def _restore_kept(runs_dir, config: RunConfig) -> dict | None:
@@ -715,5 +720,8 @@ def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall:
         },
     }
     write_json(record_path(runs_dir, config), record)
-    keep_record(runs_dir, config)
+    try:
+        keep_record(runs_dir, config)
+    except OSError as exc:
+        print(not_kept_warning(1, runs_dir, exc), file=sys.stderr)
     return record

@@ -59,7 +59,15 @@ import baselines
 from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
-from .engine import RunBusy, check_parameters, checkpoint_progress, execute, keep_record, load_record
+from .engine import (
+    RunBusy,
+    check_parameters,
+    checkpoint_progress,
+    execute,
+    keep_record,
+    load_record,
+    not_kept_warning,
+)
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError
 from .eta import Eta
 from .pool import DIED, ERROR, WorkerPool
@@ -211,16 +219,21 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     if executor == "ray":
         _import_ray()  # before anything runs
     records: dict[str, dict] = {}
-    todo = []
+    todo, not_kept = [], []
     for config in configs:
         record = load_record(runs_dir, config, quarantine_bad=True)
         if record is None:
             todo.append(config)  # executing it restores a kept record, if there is one
-        else:
+            continue
+        try:
             keep_record(runs_dir, config, replace=False)  # a record from before records were kept
-            records[config.hash] = record
-            if on_record is not None:
-                on_record(record)
+        except OSError as exc:
+            not_kept.append(exc)
+        records[config.hash] = record
+        if on_record is not None:
+            on_record(record)
+    if not_kept:
+        print(not_kept_warning(len(not_kept), runs_dir, not_kept[0]), file=sys.stderr)
     # a refused value stops the study now, not when its method's first run starts; Ray's nodes may have
     # packages this process lacks, unless it starts the Ray instance itself
     check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))

@@ -586,15 +586,23 @@ def read_only_copy(tmp_path):
 def test_a_read_only_out_or_runs_dir_is_one_line(tmp_path, params, read_only_copy, capsys):
     """A place that cannot be written was an OSError traceback: `report --out` there, and `run` on a runs
     directory there (the lock file of a run it would compute)."""
+    import shutil
+
     runs = tmp_path / "runs"
     assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet",
                  "--method", "ingo"]) == 0
+    shutil.rmtree(runs / ".kept")  # records of an older sabo-bench, with no second name yet
     locked = read_only_copy(runs)
     capsys.readouterr()
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(locked), "--no-track", "--quiet",
+                 "--method", "ingo"]) == 0  # finished: nothing to write but the second names, a warning
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: 4 record(s) have no second name under {locked / '.kept'}"), line
     assert report(params, locked, locked / "results") == 1
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: cannot write {locked / 'results'} (") and "the report is incomplete" in line
     assert main(["run", "synthetic", "--params", params, "--runs-dir", str(locked), "--no-track", "--quiet"]) == 1
-    [line] = capsys.readouterr().err.splitlines()
+    warning, line = capsys.readouterr().err.splitlines()
+    assert warning.startswith("warning: 4 record(s) have no second name")
     assert line.startswith(f"error: cannot write {locked / 'synthetic' / 'd10_N6' / 'sabo'}"), line
     assert "run the same command again" in line
