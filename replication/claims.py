@@ -285,29 +285,65 @@ def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs:
     """Why a report of ``profile`` from ``records`` of its ``runs`` must not replace ``<out_dir>/<name>``'s, or None.
 
     A report is made from whatever records exist, so without this a preview (another profile,
-    or a study still running) would silently overwrite a committed full report. Refused: a
-    report of another profile than the existing one's, or a partial one (fewer records than
-    its profile's runs) made from fewer records than the existing one. A claims file without
-    counts (written before they were recorded) counts as complete. Replacing a report made from
-    no record loses nothing, and a missing or unreadable claims file protects nothing. Refused too: a
-    report that ``omits`` a part the existing one has (a claims file lists what its report omits under
-    ``"omits"``; e.g. the BBOB report's cocopp pages, which a report from a run table lacks).
+    or a study still running) would silently overwrite a committed full report. The existing
+    report is described by its claims file and by its metrics file (:mod:`replication.outcomes`),
+    which both state :data:`REPORT_META`; each one that can be read is checked. Refused: a report
+    of another profile than the existing one's, or a partial one (fewer records than its
+    profile's runs) made from fewer records than the existing one. A description without counts
+    (written before they were recorded) counts as complete. Replacing a report made from no
+    record loses nothing. Refused too: a report that ``omits`` a part the existing one has (a
+    claims file lists what its report omits under ``"omits"``; e.g. the BBOB report's cocopp
+    pages, which a report from a run table lacks). And refused where what the existing report was
+    made from is unknown: a description that cannot be read or states no profile and counts
+    (garbled), or a report (its page or run table) whose descriptions are both gone; one damaged
+    or deleted file must not turn the guard off.
     """
-    path = Path(out_dir) / f"{name}_claims.json"
-    try:
-        old = read_json(path)
-    except (OSError, ValueError):
+    out_dir = Path(out_dir)
+    new = f"profile {profile!r}, {records} of {runs} runs"
+    described = []
+    for path in (out_dir / f"{name}_claims.json", out_dir / f"{name}_metrics.json"):
+        try:
+            old = read_json(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8
+            why = "not JSON" if isinstance(exc, ValueError) else exc.strerror or type(exc).__name__
+            return f"{path} cannot be read ({why}), so what its report was made from is unknown ({new})"
+        if not _is_description(old):
+            return f"{path} does not say what its report was made from (profile, records, runs) ({new})"
+        described.append((path, old))
+    if not described:
+        present = [p for p in (out_dir / f"{name}.md", out_dir / f"{name}_runs.parquet") if p.exists()]
+        if present:
+            return (f"{present[0]} is a report whose claims and metrics files are gone, so what it was made from is "
+                    f"unknown ({new})")
         return None
-    if not isinstance(old, dict) or old.get("records") == 0:
+    for path, old in described:
+        reason = _replaces_less(path, old, profile=profile, records=records, runs=runs, omits=omits, new=new)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _is_description(old) -> bool:
+    """Whether ``old`` states a report's :data:`REPORT_META` (counts may be absent: written before they were kept)."""
+    def count(value):
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+    return isinstance(old, dict) and isinstance(old.get("profile"), str) and isinstance(old.get("omits", []), list) \
+        and count(old.get("records")) and count(old.get("runs"))
+
+
+def _replaces_less(path: Path, old: dict, *, profile, records, runs, omits, new) -> str | None:
+    """:func:`replacement_refusal`'s verdict against one description ``old`` (read from ``path``)."""
+    if old.get("records") == 0:
         return None
     old_profile, old_records, old_runs = old.get("profile"), old.get("records"), old.get("runs")
     had = f"profile {old_profile!r}" + ("" if old_records is None else f", {old_records} of {old_runs} runs")
-    new = f"profile {profile!r}, {records} of {runs} runs"
     if old_profile != profile:
         return f"{path} is a report of another profile ({had}; this one: {new})"
     if records < runs and (old_records is None or records < old_records):
         return f"{path} was made from more records ({had}; this one: {new})"
     lost = [part for part in omits if part not in (old.get("omits") or [])]
-    if lost:
+    if lost and path.name.endswith("_claims.json"):  # the claims file lists what its report omits
         return f"{path} belongs to a report with {', '.join(lost)}, which this one would lack"
     return None

@@ -50,6 +50,17 @@
   leftover, deleted with any ``.partial`` one when the run starts again). Such a run is not
   checkpointed: its files cannot be rewound to a checkpoint, so an interrupted one restarts from
   its first iteration (meant for runs of seconds to minutes).
+* Kept: each record also gets a second name (a hard link, no second copy of its data),
+  ``<runs>/.kept/<study>/<setting>/<method>/<hash>.record``, outside the directories DVC's stages
+  declare as outputs, and a run whose record is gone but kept gets it back instead of computing
+  it (:func:`keep_record`). ``dvc exp run`` first restores every stage's outputs as ``dvc.lock``
+  lists them, deleting the records it does not list (written by ``sabo-bench run`` outside DVC, or
+  under another profile): they were computed again, silently (hours for a full stage). Refusing
+  to run inside an experiment (DVC sets ``DVC_EXP_NAME`` for its commands) could only report the
+  loss, since DVC deletes before the command starts, and would refuse experiments that lose
+  nothing; kept records make the deletion harmless. Not kept: runs with files of their own
+  (their record is nothing without them) and checkpoints (a partial run an experiment deletes
+  starts again).
 * Timed: ``provenance`` holds ``started_utc`` and ``finished_utc`` (UTC, milliseconds) and
   ``curve_time_unix_s``, the wall time at which each curve point was computed (kept in the
   checkpoint; None for points of a checkpoint written before it was kept); MLflow shows them as
@@ -63,6 +74,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import time
 import traceback
 import warnings
@@ -86,6 +98,7 @@ from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, UsageErr
 from .records import RECORD_SCHEMA, schema_problem
 from .storage import (
     UnusableFile,
+    atomic_link,
     atomic_write_bytes,
     quarantine,
     quarantine_unless_regular,
@@ -98,6 +111,7 @@ from .storage import (
 from .studies import get_study
 
 CHECKPOINT_SCHEMA = 2  # 1 was a pickle
+KEPT_DIR = ".kept"  # under the runs directory: the records' second names (module docstring, "Kept")
 
 
 class RunBusy(Exception):
@@ -123,6 +137,45 @@ def error_path(runs_dir, config: RunConfig) -> Path:
 
 def lock_path(runs_dir, config: RunConfig) -> Path:
     return record_path(runs_dir, config).with_suffix(".lock")
+
+
+def kept_path(runs_dir, config: RunConfig) -> Path:
+    """The record's second name, outside every stage's outputs (module docstring, "Kept")."""
+    return Path(runs_dir, KEPT_DIR, config.study, config.setting, config.method, f"{config.hash}.record")
+
+
+def keep_record(runs_dir, config: RunConfig, *, replace: bool = True) -> None:
+    """Give ``config``'s record its second name :func:`kept_path` (``replace=False``: unless it has one; call
+    with ``replace=True`` only holding the run's lock, as the engine does when it writes a record).
+
+    Raises :class:`~replication.errors.WriteFailed` where it cannot (a read-only runs directory):
+    callers warn, since the record itself is there, only not safe from a DVC experiment.
+    """
+    record, kept = record_path(runs_dir, config), kept_path(runs_dir, config)
+    if files_path(runs_dir, config).exists() or (not replace and kept.exists()):
+        return
+    if replace:  # the run's writer, holding its lock: what a killed one left goes
+        remove_stale_temporaries(kept)
+    atomic_link(record, kept)
+
+
+def not_kept_warning(count: int, runs_dir, exc: OSError) -> str:
+    """The warning for ``count`` records :func:`keep_record` could not keep."""
+    return (f"warning: {count} record(s) have no second name under {Path(runs_dir, KEPT_DIR)} ({exc.strerror or exc}):"
+            " a DVC experiment that deletes them would compute them again")
+
+
+def _restore_kept(runs_dir, config: RunConfig) -> dict | None:
+    """``config``'s kept record put back in its place and returned, or None: none kept, or an unusable one,
+    deleted (a second name of a damaged record, the first of which was reported and moved aside when it
+    was found; the run computes the record anew and keeps that)."""
+    kept = kept_path(runs_dir, config)
+    record, problem = _read_record(kept, config, runs_dir)
+    if problem is not None:
+        kept.unlink(missing_ok=True)
+    if record is not None:
+        atomic_link(kept, record_path(runs_dir, config))
+    return record
 
 
 def files_path(runs_dir, config: RunConfig) -> Path:
@@ -157,21 +210,25 @@ def load_record(runs_dir, config: RunConfig, *, quarantine_bad: bool = False) ->
     then recomputes it).
     """
     path = record_path(runs_dir, config)
+    record, problem = _read_record(path, config, runs_dir)
+    if problem is not None and quarantine_bad:
+        quarantine(path, problem)
+    return record
+
+
+def _read_record(path: Path, config: RunConfig, runs_dir) -> tuple[dict | None, str | None]:
+    """``(record, None)`` if ``path`` holds ``config``'s record, ``(None, why not)`` if it holds something
+    else (or is not a regular file inside ``runs_dir``), ``(None, None)`` if there is no such file."""
     try:
         record = read_json(path, within=runs_dir)
     except FileNotFoundError:
-        return None
+        return None, None
     except UnusableFile as exc:  # not a regular file in runs_dir, or too large
-        problem = str(exc)
+        return None, str(exc)
     except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, nested too deep
-        problem = f"unreadable JSON: {exc}"
-    else:
-        problem = record_problem(record, config)
-        if problem is None:
-            return record
-    if quarantine_bad:
-        quarantine(path, problem)
-    return None
+        return None, f"unreadable JSON: {exc}"
+    problem = record_problem(record, config)
+    return (record, None) if problem is None else (None, problem)
 
 
 RUN_STATUSES = ("completed", "diverged", "corrupt", "partial", "pending")
@@ -323,8 +380,9 @@ def _failed(config: RunConfig, runs_dir, exc: Exception) -> RunFailed:
 
 
 def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress) -> dict:
-    existing = load_record(runs_dir, config, quarantine_bad=True)
-    if existing is not None:  # finished by the process that held the lock before us
+    # finished by the process that held the lock before us, or deleted by a DVC experiment but kept
+    existing = load_record(runs_dir, config, quarantine_bad=True) or _restore_kept(runs_dir, config)
+    if existing is not None:
         return existing
     ckpt = checkpoint_path(runs_dir, config)
     for path in (record_path(runs_dir, config), ckpt):
@@ -669,4 +727,8 @@ def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall:
         },
     }
     write_json(record_path(runs_dir, config), record)
+    try:
+        keep_record(runs_dir, config)
+    except OSError as exc:
+        print(not_kept_warning(1, runs_dir, exc), file=sys.stderr)
     return record

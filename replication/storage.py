@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -30,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from sabo import bounded_json, serialization
+
+from .errors import WriteFailed
 
 QUARANTINE_MARK = ".quarantined-"
 _TMP_SUFFIX = ".tmp"
@@ -61,32 +64,59 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
 
     For a file that another library writes by name (an MLflow SQLite store): the block gets the
     empty file's path. If the block raises, the temporary file is deleted and ``path`` is left
-    as it was.
+    as it was. An ``OSError`` on the way (a full disk, a read-only directory) is raised as
+    :class:`~replication.errors.WriteFailed` naming ``path``, not the temporary file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
-    os.close(fd)
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TMP_SUFFIX)
+        os.close(fd)
     tmp = Path(name)
     try:
-        os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600
+        with _naming(path):
+            os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600
         yield tmp
-        os.replace(tmp, path)
+        with _naming(path):
+            os.replace(tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+
+
+@contextlib.contextmanager
+def _naming(path: Path):
+    """An ``OSError`` of the block as :class:`~replication.errors.WriteFailed` about ``path``."""
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        yield
+    except WriteFailed:
+        raise
+    except OSError as exc:
+        raise WriteFailed(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+    """``data`` written to ``path`` atomically (flushed and synced before the rename)."""
+    with atomic_file(path) as tmp, _naming(Path(path)), open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def atomic_link(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Make ``target`` another name of the file ``source`` (a hard link: no second copy of the data),
+    atomically; a copy where the file system has no hard links (or ``target`` is on another one)."""
+    with atomic_file(target) as tmp, _naming(Path(target)):
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
@@ -98,6 +128,16 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
     if not path.parent.is_dir():
         return []
     stale = list(path.parent.glob(f".{path.name}.*{_TMP_SUFFIX}"))
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale
+
+
+def remove_temporaries_in(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that interrupted :func:`atomic_file` calls left directly in ``directory``
+    (a report killed mid-write); as :func:`remove_stale_temporaries`, only while nothing else writes there."""
+    directory = Path(directory)
+    stale = list(directory.glob(f".*{_TMP_SUFFIX}")) if directory.is_dir() else []
     for tmp in stale:
         tmp.unlink(missing_ok=True)
     return stale

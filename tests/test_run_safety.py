@@ -415,23 +415,29 @@ def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
 
 
 FLAKY = """
+import os
+import signal
+
 import baselines
 
 
 class FlakyIngo(baselines.get("ingo")):
-    \"\"\"INGO that raises at iteration ``fail_at`` (never with the default -1): a plug-in's bug on some configs.\"\"\"
+    \"\"\"INGO that raises at iteration ``fail_at`` (never with the default -1): a plug-in's bug on some configs;
+    or whose process is killed at iteration ``kill_at``, as the out-of-memory killer would.\"\"\"
 
     name = "flaky_ingo"
 
-    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *, fail_at=-1, baseline="mean",
-                 shaping="zscore", precision_floor=0.05, nonfinite="raise"):
+    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *, fail_at=-1, kill_at=-1,
+                 baseline="mean", shaping="zscore", precision_floor=0.05, nonfinite="raise"):
         super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline, shaping=shaping,
                          precision_floor=precision_floor, nonfinite=nonfinite)
-        self.fail_at = fail_at
+        self.fail_at, self.kill_at = fail_at, kill_at
 
     def _tell(self, values):
         if self.nit == self.fail_at:
             raise RuntimeError(f"flaky_ingo fails at iteration {self.fail_at} on purpose")
+        if self.nit == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         return super()._tell(values)
 """
 
@@ -478,6 +484,26 @@ def test_keep_going_runs_every_other_run_then_lists_the_failure(tmp_path, flaky,
     assert [r["config_hash"] for r in caught.value.records] == [c.hash for c in good]
     assert all(load_record(runs, c)["result"]["status"] == "completed" for c in good)
     assert load_record(runs, bad) is None and not list(runs.rglob("*.lock"))
+
+
+def test_a_run_whose_worker_dies_each_time_fails_alone_after_two_tries(tmp_path, flaky, capsys):
+    """A run that gets its worker killed every time (say it needs more memory than there is) is tried again once
+    by a new worker, then fails as a run that raises does; the other runs, and the other worker, go on."""
+    from replication.errors import RunsFailed
+    from replication.executors import MAX_WORKER_DEATHS, run_configs
+
+    doomed = small_config("flaky_ingo", dim=6, T=30, seed=2, kill_at=5)
+    good = [small_config("flaky_ingo", dim=6, T=30, seed=s) for s in (0, 1)] + [small_config("ingo", dim=6, T=30)]
+    runs = tmp_path / "runs"
+    with pytest.raises(RunsFailed) as caught:
+        run_configs([doomed, *good], runs, workers=2, progress=False, keep_going=True)
+    [line] = caught.value.failures
+    assert line == (f"run {doomed.label} (method 'flaky_ingo') failed: its worker process died {MAX_WORKER_DEATHS} "
+                    "times (killed by SIGKILL), e.g. killed, or out of memory")
+    assert [r["config_hash"] for r in caught.value.records] == [c.hash for c in good]
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [f"warning: the worker running {doomed.label} died (killed by SIGKILL); a new worker resumes "
+                        "the run from its checkpoint"] * (MAX_WORKER_DEATHS - 1)
 
 
 def test_run_keep_going_on_the_command_line(tmp_path, flaky, capsys, monkeypatch):
