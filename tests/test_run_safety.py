@@ -14,7 +14,16 @@ import pytest
 from filelock import FileLock
 from helpers import checkpoint_of, deterministic_part, small_config
 
-from replication.engine import RunBusy, checkpoint_path, execute, load_record, lock_path, record_path, record_status
+from replication.engine import (
+    RunBusy,
+    checkpoint_path,
+    execute,
+    kept_path,
+    load_record,
+    lock_path,
+    record_path,
+    record_status,
+)
 from replication.storage import QUARANTINE_MARK, quarantined_files, read_state, write_json, write_state
 
 
@@ -712,6 +721,7 @@ def test_entries_that_are_no_regular_files_are_skipped_by_list_and_moved_aside_b
     record_path(runs, lock_dir).unlink()
     lock_path(runs, lock_dir).mkdir()
     record_path(runs, fifo_ckpt).unlink()
+    kept_path(runs, fifo_ckpt).unlink()  # not put back from runs/.kept: the run must read its checkpoint
     os.mkfifo(checkpoint_path(runs, fifo_ckpt))
     kept = runs / "synthetic" / "kept.json"
     os.replace(record_path(runs, inside), kept)
