@@ -68,7 +68,7 @@ from .engine import (
     load_record,
     not_kept_warning,
 )
-from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError
+from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError, one_line
 from .eta import Eta
 from .pool import DIED, ERROR, WorkerPool
 from .studies import get_study, run_gpus
@@ -483,8 +483,9 @@ def plugin_pythonpath(plugins: list[str]) -> str:
     return os.pathsep.join(roots + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 
-def _ray_outcome(ray, ref):
-    """``ray.get(ref)``; a plugin the worker could not load becomes one line (ResourceUnavailable)."""
+def _ray_outcome(ray, ref, config: RunConfig):
+    """``ray.get(ref)``; a plugin the worker could not load becomes one line (ResourceUnavailable), and a run
+    Ray gave up on (its node or worker died more often than Ray retries a task) a failed run (RunFailed)."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as exc:
@@ -494,6 +495,10 @@ def _ray_outcome(ray, ref):
         if isinstance(exc.cause, (UsageError, ResourceUnavailable, RunFailed)):  # one line each (replication.engine)
             raise exc.cause.with_traceback(None) from None
         raise
+    except ray.exceptions.RayError as exc:  # NodeDiedError, WorkerCrashedError, ... after Ray's retries
+        raise RunFailed(f"run {config.label} (method {config.method!r}) failed: Ray gave up on it "
+                        f"({type(exc).__name__}: {one_line(exc, 200)}); run the command again to resume it from its "
+                        "checkpoint") from None
 
 
 def _import_ray():
@@ -541,7 +546,7 @@ def _run_ray(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_l
                 for ref in done:
                     config = refs.pop(ref)
                     try:
-                        outcome = _ray_outcome(ray, ref)
+                        outcome = _ray_outcome(ray, ref, config)
                     except RunFailed as exc:
                         tracker.failed(config, exc)
                         continue

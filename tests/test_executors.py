@@ -176,3 +176,26 @@ def test_progress_reports_never_stall_a_worker_when_the_parent_does_not_read():
     reporter._last = -1e9  # due now
     reporter(2, 3)
     assert len(sent) == 1 and len(pickle.dumps(sent[0])) < 512
+
+
+def test_a_run_ray_gave_up_on_is_a_failed_run_in_one_line():
+    """A task whose node or worker died more often than Ray retries it (NodeDiedError, WorkerCrashedError) was a
+    Ray traceback that stopped the study; it is a failed run (RunFailed: one line, --keep-going goes on)."""
+    from types import SimpleNamespace
+
+    ray_exceptions = pytest.importorskip("ray.exceptions")
+    from replication.errors import RunFailed
+    from replication.executors import _ray_outcome
+
+    config = small_config()
+
+    def get(ref):
+        raise ray_exceptions.WorkerCrashedError()
+
+    fake_ray = SimpleNamespace(get=get, exceptions=ray_exceptions)
+    with pytest.raises(RunFailed) as info:
+        _ray_outcome(fake_ray, object(), config)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"run {config.label} (method {config.method!r}) failed: Ray "
+                                                      "gave up on it (WorkerCrashedError: The worker died")
+    assert message.endswith("run the command again to resume it from its checkpoint")
