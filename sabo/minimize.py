@@ -22,9 +22,9 @@ T folds every coordinate back at the bounds (:func:`reflect`: identity inside th
 at each bound, period 2 (high - low) when both are finite). F is therefore never evaluated
 outside the box, and SABO minimises E[F(T(x))] over the unbounded Gaussian instead of E[F(x)]: the
 KL ball of the perturbation and the update are those of the unfolded distribution. The reported
-points (``x``, ``x_best``, the history's means) are T of the optimizer's points; ``callback(opt)``
-sees the optimizer itself, whose ``opt.mean`` is unfolded (``reflect(opt.mean, low, high)`` maps
-it into the box). Nevergrad's ``"bouncing"`` bounds and pycma's default boundary handling fold
+points (``x``, ``x_best``, the history's means, the callback's ``x``) are T of the optimizer's
+points; ``intermediate_result.optimizer.mean`` is the unfolded mean (``reflect(opt.mean, low, high)``
+maps it into the box). Nevergrad's ``"bouncing"`` bounds and pycma's default boundary handling fold
 likewise; clipping would make F flat outside the box, with nothing to pull the mean back.
 """
 from __future__ import annotations

@@ -222,7 +222,7 @@ class AskTellOptimizer:
         self._x_best = self._x0.copy()
         self._f_best = np.inf
         self._evals_best = 0
-        self._last_told: tuple[np.ndarray, np.ndarray] | None = None  # spreads computed when asked for
+        self._last_told: np.ndarray | None = None  # the last told population: its extent computed when asked for
         self._spreads = np.full(2, np.inf)
         self._stats: dict = {"nonfinite_replaced": 0}
 
@@ -350,6 +350,7 @@ class AskTellOptimizer:
 
     def _tell_population(self, X: np.ndarray, values: np.ndarray) -> None:
         """The update from the checked values of the whole pending population ``X``, then the bookkeeping."""
+        f_spread = float(np.max(values) - np.min(values))  # before _tell, which owns values from here on
         self._tell(values)
         j = int(values.argmin())
         self._nfev += X.shape[0]
@@ -357,7 +358,7 @@ class AskTellOptimizer:
             self._f_best = float(values[j])
             self._x_best = X[j].copy()
             self._evals_best = self._nfev
-        self._last_told = (X, values)
+        self._last_told, self._spreads = X, np.array([f_spread, np.inf])
         self._pending, self._handed, self._told_rows, self._piece_values = None, 0, None, None
 
     def _checked_values(self, values, n: int) -> np.ndarray:
@@ -424,13 +425,12 @@ class AskTellOptimizer:
 
     @property
     def _last_spreads(self) -> np.ndarray:
-        """[span of the values, largest span of a coordinate] of the last told population (inf before any),
-        computed when first asked for, not at every tell."""
+        """[span of the values, largest span of a coordinate] of the last told population (inf before any);
+        the coordinates' span is computed when first asked for, not at every tell (an O(N d) pass)."""
         if self._last_told is not None:
-            X, values = self._last_told
-            extent = np.max(X, axis=0) - np.min(X, axis=0)  # inf - inf (an overflowed sample) is nan: no extent
-            self._spreads = np.array([float(np.max(values) - np.min(values)),
-                                      float(np.max(np.where(np.isnan(extent), np.inf, extent)))])
+            extent = np.max(self._last_told, axis=0) - np.min(self._last_told, axis=0)
+            # inf - inf (an overflowed sample) is nan: no extent
+            self._spreads[1] = float(np.max(np.where(np.isnan(extent), np.inf, extent)))
             self._last_told = None
         return self._spreads
 
