@@ -65,7 +65,7 @@ import struct
 import numpy as np
 
 from sabo.protocol import AskTellOptimizer
-from sabo.state import Array
+from sabo.state import MAX_COUNT, Array
 from sabo.validation import check_int, check_x0
 
 from .cmaes import pycma_default_popsize
@@ -132,7 +132,8 @@ class Nevergrad(TellReplay, AskTellOptimizer):
         A name of ``nevergrad.optimizers.registry`` that accepts parallel asks; the family
         member of ``nevergrad:<algorithm>`` (default :data:`DEFAULT_ALGORITHM`).
     budget : int or None
-        Nevergrad's budget in function evaluations (the run engine passes the run's).
+        Nevergrad's budget in function evaluations (the run engine passes the run's), at most
+        :data:`sabo.state.MAX_COUNT` (NumPy's int64).
     nonfinite : {"raise", "worst"}
         See :class:`sabo.protocol.AskTellOptimizer`.
     """
@@ -178,7 +179,7 @@ class Nevergrad(TellReplay, AskTellOptimizer):
                          seed=seed, nonfinite=nonfinite)
         self.check_member(algorithm)
         self._algorithm = algorithm
-        self._budget = None if budget is None else check_int("budget", budget, minimum=1)
+        self._budget = None if budget is None else check_int("budget", budget, minimum=1, maximum=MAX_COUNT)
         self._ng_seed, self._global_seed = (int(s) for s in self._rng.integers(2**32, size=2))
         self._told: list[np.ndarray] = []  # values of every completed batch, replayed on restore
         self._saved_fingerprint: np.ndarray | None = None

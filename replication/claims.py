@@ -11,11 +11,14 @@ A study keeps its claims in a YAML list; each entry has
     source:     where in the paper
     check:      {kind: <name>, ...}   the operationalisation, evaluated by the study's checker
 
-A checker maps a ``check`` to a :class:`Verdict`: ``reproduced``, ``not reproduced``, or
-``not run`` (none of the runs the check needs has a record). It returns
-``(verdict, operationalisation, measurement)`` or, with a fourth element, the one-line reason
-a claim is not reproduced, generated from the data (the margin it missed by, the budget, the
-stand-in data, the rho reading), shown with the verdict. ``check_against_expected``
+A checker maps a ``check`` to a :class:`Verdict`: ``reproduced``, ``not reproduced``,
+``inconclusive``, or ``not run`` (none of the runs the check needs has a record). A quantitative
+check measures a statistic with its bootstrap interval (:mod:`replication.bootstrap`) and
+:func:`decide` compares the interval with the :class:`Region` the claim puts the statistic in:
+inside it, reproduced; outside it, not reproduced; reaching both, inconclusive. A checker returns
+``(verdict, operationalisation, measurement)`` or, with a fourth element, the one-line reason a
+claim is not reproduced or inconclusive, generated from the data (the margin it missed by, the
+budget, the stand-in data, the rho reading), shown with the verdict. ``check_against_expected``
 compares verdicts (and a report's scores) with a recorded expectation, so CI fails when a
 claim that held stops holding or a score drops. ``write_report`` writes a study's report page and its claims file;
 ``replacement_refusal`` says why a new report must not replace the one already there.
@@ -30,10 +33,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .bootstrap import LEVEL, Interval
 from .errors import UsageError, one_line
 from .storage import atomic_write_bytes, read_json, write_json
 
-REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run"
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN = "reproduced", "not reproduced", "inconclusive", "not run"
 REPORT_META = ("profile", "records", "runs")
 """What every claims file states about its report: the profile, and the records it was made
 from out of the runs that profile defines (:func:`replacement_refusal` reads them)."""
@@ -54,8 +58,44 @@ class Verdict:
         return asdict(self)
 
 
-def parse_interval(text: str):
-    """``"(1, 2]"`` -> a predicate ``x -> 1 < x <= 2`` with ``.text`` = the interval as written.
+@dataclass(frozen=True)
+class Region:
+    """Where a claim puts its statistic: the interval from ``low`` to ``high`` of the real line, each
+    end closed (included) or open. Called with a number: whether it lies inside."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_closed: bool = True
+    high_closed: bool = True
+
+    def __call__(self, x):
+        """Whether ``x`` lies inside (elementwise for an array; NaN: outside)."""
+        return ((np.greater_equal(x, self.low) if self.low_closed else np.greater(x, self.low))
+                & (np.less_equal(x, self.high) if self.high_closed else np.less(x, self.high)))
+
+    def below(self, x: float) -> bool:
+        return x < self.low or (x == self.low and not self.low_closed)
+
+    def above(self, x: float) -> bool:
+        return x > self.high or (x == self.high and not self.high_closed)
+
+    @property
+    def text(self) -> str:
+        if self.high == math.inf:
+            return f"{'>=' if self.low_closed else '>'} {self.low:g}"
+        if self.low == -math.inf:
+            return f"{'<=' if self.high_closed else '<'} {self.high:g}"
+        if self.low == self.high:
+            return f"= {self.low:g}"
+        return f"{'[' if self.low_closed else '('}{self.low:g}, {self.high:g}{']' if self.high_closed else ')'}"
+
+
+def at_least(x: float) -> Region:
+    return Region(low=x)
+
+
+def parse_interval(text: str) -> Region:
+    """``"(1, 2]"`` -> the region ``1 < x <= 2``.
 
     Brackets give closed ends, parentheses open ones, so that mutually exclusive claims can
     share an end point without both holding there.
@@ -66,12 +106,23 @@ def parse_interval(text: str):
     lo_closed, lo, hi, hi_closed = m.group(1) == "[", float(m.group(2)), float(m.group(3)), m.group(4) == "]"
     if lo > hi:
         raise ValueError(f"range {text!r}: the lower end exceeds the upper one")
+    return Region(lo, hi, lo_closed, hi_closed)
 
-    def inside(x: float) -> bool:
-        return (lo <= x if lo_closed else lo < x) and (x <= hi if hi_closed else x < hi)
 
-    inside.text = f"{m.group(1)}{lo:g}, {hi:g}{m.group(4)}"
-    return inside
+def decide(measured: Interval, region: Region) -> str:
+    """Reproduced when the whole interval of ``measured`` lies in ``region``, not reproduced when none
+    of it does, inconclusive when it reaches both."""
+    if region(measured.low) and region(measured.high):
+        return REPRODUCED
+    if region.below(measured.high) or region.above(measured.low):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def straddle_text(measured: Interval, region: Region, fmt=lambda x: f"{x:.2f}") -> str:
+    """Why a verdict is inconclusive: 'the 95% interval 0.98 to 2.40 reaches both sides of [0, 2]'."""
+    return (f"the {LEVEL:.0%} interval {fmt(measured.low)} to {fmt(measured.high)} reaches both sides of "
+            f"{region.text}")
 
 
 def load_claims(path) -> list[dict]:
@@ -86,7 +137,8 @@ def load_claims(path) -> list[dict]:
 def evaluate(claims: list[dict], checkers: dict, context) -> list[Verdict]:
     """Evaluate every claim with ``checkers[claim['check']['kind']](check, context)``.
 
-    A checker returns ``(verdict, operationalisation, measurement)``.
+    A checker returns ``(verdict, operationalisation, measurement)``, optionally with the reason a claim is
+    not reproduced or inconclusive (ignored for the other verdicts).
     """
     out = []
     for claim in claims:
@@ -96,12 +148,12 @@ def evaluate(claims: list[dict], checkers: dict, context) -> list[Verdict]:
         verdict, operationalisation, measurement, *reason = checkers[kind](claim["check"], context)
         out.append(Verdict(claim["id"], claim["statement"].strip(), claim["source"], operationalisation,
                            measurement, verdict, claim.get("reading", "").strip(),
-                           reason[0] if reason and verdict == NOT_REPRODUCED else ""))
+                           reason[0] if reason and verdict in (NOT_REPRODUCED, INCONCLUSIVE) else ""))
     return out
 
 
 def count_line(verdicts: list[Verdict]) -> str:
-    """E.g. '7 reproduced, 4 not reproduced.'"""
+    """E.g. '1 inconclusive, 3 not reproduced, 7 reproduced.'"""
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1
@@ -233,29 +285,65 @@ def replacement_refusal(out_dir, name: str, *, profile: str, records: int, runs:
     """Why a report of ``profile`` from ``records`` of its ``runs`` must not replace ``<out_dir>/<name>``'s, or None.
 
     A report is made from whatever records exist, so without this a preview (another profile,
-    or a study still running) would silently overwrite a committed full report. Refused: a
-    report of another profile than the existing one's, or a partial one (fewer records than
-    its profile's runs) made from fewer records than the existing one. A claims file without
-    counts (written before they were recorded) counts as complete. Replacing a report made from
-    no record loses nothing, and a missing or unreadable claims file protects nothing. Refused too: a
-    report that ``omits`` a part the existing one has (a claims file lists what its report omits under
-    ``"omits"``; e.g. the BBOB report's cocopp pages, which a report from a run table lacks).
+    or a study still running) would silently overwrite a committed full report. The existing
+    report is described by its claims file and by its metrics file (:mod:`replication.outcomes`),
+    which both state :data:`REPORT_META`; each one that can be read is checked. Refused: a report
+    of another profile than the existing one's, or a partial one (fewer records than its
+    profile's runs) made from fewer records than the existing one. A description without counts
+    (written before they were recorded) counts as complete. Replacing a report made from no
+    record loses nothing. Refused too: a report that ``omits`` a part the existing one has (a
+    claims file lists what its report omits under ``"omits"``; e.g. the BBOB report's cocopp
+    pages, which a report from a run table lacks). And refused where what the existing report was
+    made from is unknown: a description that cannot be read or states no profile and counts
+    (garbled), or a report (its page or run table) whose descriptions are both gone; one damaged
+    or deleted file must not turn the guard off.
     """
-    path = Path(out_dir) / f"{name}_claims.json"
-    try:
-        old = read_json(path)
-    except (OSError, ValueError):
+    out_dir = Path(out_dir)
+    new = f"profile {profile!r}, {records} of {runs} runs"
+    described = []
+    for path in (out_dir / f"{name}_claims.json", out_dir / f"{name}_metrics.json"):
+        try:
+            old = read_json(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8
+            why = "not JSON" if isinstance(exc, ValueError) else exc.strerror or type(exc).__name__
+            return f"{path} cannot be read ({why}), so what its report was made from is unknown ({new})"
+        if not _is_description(old):
+            return f"{path} does not say what its report was made from (profile, records, runs) ({new})"
+        described.append((path, old))
+    if not described:
+        present = [p for p in (out_dir / f"{name}.md", out_dir / f"{name}_runs.parquet") if p.exists()]
+        if present:
+            return (f"{present[0]} is a report whose claims and metrics files are gone, so what it was made from is "
+                    f"unknown ({new})")
         return None
-    if not isinstance(old, dict) or old.get("records") == 0:
+    for path, old in described:
+        reason = _replaces_less(path, old, profile=profile, records=records, runs=runs, omits=omits, new=new)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _is_description(old) -> bool:
+    """Whether ``old`` states a report's :data:`REPORT_META` (counts may be absent: written before they were kept)."""
+    def count(value):
+        return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+    return isinstance(old, dict) and isinstance(old.get("profile"), str) and isinstance(old.get("omits", []), list) \
+        and count(old.get("records")) and count(old.get("runs"))
+
+
+def _replaces_less(path: Path, old: dict, *, profile, records, runs, omits, new) -> str | None:
+    """:func:`replacement_refusal`'s verdict against one description ``old`` (read from ``path``)."""
+    if old.get("records") == 0:
         return None
     old_profile, old_records, old_runs = old.get("profile"), old.get("records"), old.get("runs")
     had = f"profile {old_profile!r}" + ("" if old_records is None else f", {old_records} of {old_runs} runs")
-    new = f"profile {profile!r}, {records} of {runs} runs"
     if old_profile != profile:
         return f"{path} is a report of another profile ({had}; this one: {new})"
     if records < runs and (old_records is None or records < old_records):
         return f"{path} was made from more records ({had}; this one: {new})"
     lost = [part for part in omits if part not in (old.get("omits") or [])]
-    if lost:
+    if lost and path.name.endswith("_claims.json"):  # the claims file lists what its report omits
         return f"{path} belongs to a report with {', '.join(lost)}, which this one would lack"
     return None

@@ -32,12 +32,10 @@ import signal
 import sys
 from pathlib import Path
 
-import sabo
-
-from . import stopping
+from . import startup, stopping  # startup first: a Ctrl-C during the imports below is one line
 from .arguments import ArgumentParser, directory, positive_int, positive_seconds, seed_int
 from .engine import RUN_STATUSES, execute, load_record, record_status
-from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, one_line
+from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, file_problem, one_line
 from .executors import EXECUTORS, default_workers, one_thread, run_configs
 from .names import natural_order
 from .storage import quarantined_files
@@ -372,9 +370,17 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
 
 
 def report_records(args, configs) -> list[dict]:
-    """The records of ``configs``: from ``--from-table`` when given, else from ``--runs-dir``."""
+    """The records of ``configs``: from ``--from-table`` when given, else from ``--runs-dir``, where a record
+    file that is unusable (as `list` calls it, corrupt: unreadable, of the wrong shape, not a regular file)
+    is left out with one warning line."""
     if args.from_table is None:
-        return [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
+        found = {c.hash: load_record(args.runs_dir, c) for c in configs}
+        corrupt = sum(found[c.hash] is None and record_status(args.runs_dir, c) == "corrupt" for c in configs)
+        if corrupt:
+            print(f"warning: {corrupt} record file(s) under {args.runs_dir}/{args.study} are unusable and left out of "
+                  f"this report (`sabo-bench list {args.study}` marks them corrupt; `sabo-bench run {args.study}` "
+                  "moves them aside and recomputes them)", file=sys.stderr)
+        return [r for r in found.values() if r is not None]
     from .table import records_from_table
 
     try:
@@ -404,6 +410,10 @@ def cmd_report(args) -> int:
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
+    from .storage import remove_temporaries_in
+
+    for place in (Path(args.out), Path(args.out, "figures")):  # left by a report killed mid-write
+        remove_temporaries_in(place)
     logger = make_logger(args, params)
     outcome = study.report(params, records, Path(args.out), tracker=logger,
                            runs_dir=None if args.from_table else Path(args.runs_dir))
@@ -475,7 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = ArgumentParser(prog="sabo-bench", description=__doc__.split("\n\n")[0],
                         epilog="Run `sabo-bench COMMAND --help` for the options of a command.",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", action="version", version=f"sabo-bench {sabo.__version__}")
+    from sabo import __version__
+
+    ap.add_argument("--version", action="version", version=f"sabo-bench {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="execute every selected run of a study (skips finished ones, resumes partial ones)")
@@ -543,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    startup.done()
     try:
         with stopping.handle_signals():
             status = args.func(args)
@@ -566,6 +579,12 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:  # the reader of stdout left (`sabo-bench list | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exiting flushes nowhere
+        return 1
+    except OSError as exc:  # a full disk, a read-only --out or --runs-dir: what could not be written, and why
+        problem = file_problem(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}; {STOPPED.get(args.command, STOPPED['run'])}", file=sys.stderr)
         return 1
 
 

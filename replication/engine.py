@@ -11,12 +11,16 @@
   deterministic given the state, ends with the same ``config`` and ``result`` as an
   uninterrupted run; only ``provenance`` (timings, resume count) differs.
 * Own files only: a checkpoint or record is used only if it holds this run's config (hash
-  and content); one that does not, or that cannot be read (truncated, empty, garbled), is
-  moved aside (:func:`replication.storage.quarantine`), reported in one line, and the run is
-  recomputed. Temporary files left by an interrupted write are deleted.
+  and content); one that does not, that cannot be read (truncated, empty, garbled, nested too
+  deep), that is not a regular file inside the runs directory (a FIFO, a directory, a link to
+  ``/dev/zero`` or out of the runs directory: :func:`replication.storage.read_bytes`), or a record
+  of the wrong shape (:func:`replication.records.schema_problem`), is moved aside
+  (:func:`replication.storage.quarantine`), reported in one line, and the run is recomputed.
+  Temporary files left by an interrupted write are deleted.
 * One process per run: a lock file ``<hash>.lock`` next to the record is held while the run
   executes, so two studies sharing a runs directory never compute the same run; with
-  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once. The run removes
+  ``wait_for_lock=False`` a run held elsewhere raises :class:`RunBusy` at once. Anything but a
+  regular file at the lock's path (a directory, a FIFO, a link) is moved aside first. The run removes
   it however it ends (a run killed outright leaves it: an empty file that locks nothing, removed
   when the run next ends).
 * Stoppable: a stop request (:mod:`replication.stopping`: Ctrl-C, SIGTERM) ends the run at the
@@ -46,6 +50,17 @@
   leftover, deleted with any ``.partial`` one when the run starts again). Such a run is not
   checkpointed: its files cannot be rewound to a checkpoint, so an interrupted one restarts from
   its first iteration (meant for runs of seconds to minutes).
+* Kept: each record also gets a second name (a hard link, no second copy of its data),
+  ``<runs>/.kept/<study>/<setting>/<method>/<hash>.record``, outside the directories DVC's stages
+  declare as outputs, and a run whose record is gone but kept gets it back instead of computing
+  it (:func:`keep_record`). ``dvc exp run`` first restores every stage's outputs as ``dvc.lock``
+  lists them, deleting the records it does not list (written by ``sabo-bench run`` outside DVC, or
+  under another profile): they were computed again, silently (hours for a full stage). Refusing
+  to run inside an experiment (DVC sets ``DVC_EXP_NAME`` for its commands) could only report the
+  loss, since DVC deletes before the command starts, and would refuse experiments that lose
+  nothing; kept records make the deletion harmless. Not kept: runs with files of their own
+  (their record is nothing without them) and checkpoints (a partial run an experiment deletes
+  starts again).
 * Timed: ``provenance`` holds ``started_utc`` and ``finished_utc`` (UTC, milliseconds) and
   ``curve_time_unix_s``, the wall time at which each curve point was computed (kept in the
   checkpoint; None for points of a checkpoint written before it was kept); MLflow shows them as
@@ -59,6 +74,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import time
 import traceback
 import warnings
@@ -79,9 +95,13 @@ from .config import RunConfig, content_hash, iterations
 from .costs import evaluations_per_iteration
 from .curve import Curve
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, UsageError, one_line
+from .records import RECORD_SCHEMA, schema_problem
 from .storage import (
+    UnusableFile,
+    atomic_link,
     atomic_write_bytes,
     quarantine,
+    quarantine_unless_regular,
     read_json,
     read_state,
     remove_stale_temporaries,
@@ -90,8 +110,8 @@ from .storage import (
 )
 from .studies import get_study
 
-RECORD_SCHEMA = 1
 CHECKPOINT_SCHEMA = 2  # 1 was a pickle
+KEPT_DIR = ".kept"  # under the runs directory: the records' second names (module docstring, "Kept")
 
 
 class RunBusy(Exception):
@@ -119,6 +139,45 @@ def lock_path(runs_dir, config: RunConfig) -> Path:
     return record_path(runs_dir, config).with_suffix(".lock")
 
 
+def kept_path(runs_dir, config: RunConfig) -> Path:
+    """The record's second name, outside every stage's outputs (module docstring, "Kept")."""
+    return Path(runs_dir, KEPT_DIR, config.study, config.setting, config.method, f"{config.hash}.record")
+
+
+def keep_record(runs_dir, config: RunConfig, *, replace: bool = True) -> None:
+    """Give ``config``'s record its second name :func:`kept_path` (``replace=False``: unless it has one; call
+    with ``replace=True`` only holding the run's lock, as the engine does when it writes a record).
+
+    Raises :class:`~replication.errors.WriteFailed` where it cannot (a read-only runs directory):
+    callers warn, since the record itself is there, only not safe from a DVC experiment.
+    """
+    record, kept = record_path(runs_dir, config), kept_path(runs_dir, config)
+    if files_path(runs_dir, config).exists() or (not replace and kept.exists()):
+        return
+    if replace:  # the run's writer, holding its lock: what a killed one left goes
+        remove_stale_temporaries(kept)
+    atomic_link(record, kept)
+
+
+def not_kept_warning(count: int, runs_dir, exc: OSError) -> str:
+    """The warning for ``count`` records :func:`keep_record` could not keep."""
+    return (f"warning: {count} record(s) have no second name under {Path(runs_dir, KEPT_DIR)} ({exc.strerror or exc}):"
+            " a DVC experiment that deletes them would compute them again")
+
+
+def _restore_kept(runs_dir, config: RunConfig) -> dict | None:
+    """``config``'s kept record put back in its place and returned, or None: none kept, or an unusable one,
+    deleted (a second name of a damaged record, the first of which was reported and moved aside when it
+    was found; the run computes the record anew and keeps that)."""
+    kept = kept_path(runs_dir, config)
+    record, problem = _read_record(kept, config, runs_dir)
+    if problem is not None:
+        kept.unlink(missing_ok=True)
+    if record is not None:
+        atomic_link(kept, record_path(runs_dir, config))
+    return record
+
+
 def files_path(runs_dir, config: RunConfig) -> Path:
     """The directory of the files a run's problem wrote itself (``attach_output``), next to its record."""
     return record_path(runs_dir, config).with_suffix(".files")
@@ -133,40 +192,43 @@ def record_paths(directory) -> list[Path]:
 
 
 def record_problem(record, config: RunConfig) -> str | None:
-    """Why ``record`` is not a usable record of ``config``, or None if it is."""
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    missing = {"schema", "config", "config_hash", "result", "provenance"} - set(record)
-    if missing:
-        return f"missing {sorted(missing)}"
+    """Why ``record`` is not a usable record of ``config`` (:func:`replication.records.schema_problem`, or
+    another run's), or None if it is."""
+    problem = schema_problem(record)
+    if problem is not None:
+        return problem
     if record["config_hash"] != config.hash or record["config"] != config.to_dict():
         return f"it holds the record of another run (config hash {record['config_hash']!r})"
-    result = record["result"]
-    if not isinstance(result, dict) or not {"status", "final", "curve"} <= set(result):
-        return "its result is incomplete"
     return None
 
 
 def load_record(runs_dir, config: RunConfig, *, quarantine_bad: bool = False) -> dict | None:
     """The finished record of ``config``, or None.
 
-    A record file that is unreadable or belongs to another run counts as absent; with
-    ``quarantine_bad`` it is also moved aside (the run then recomputes it).
+    A record file that is unreadable, not a regular file inside ``runs_dir``, of the wrong shape
+    or another run's counts as absent; with ``quarantine_bad`` it is also moved aside (the run
+    then recomputes it).
     """
     path = record_path(runs_dir, config)
-    try:
-        record = read_json(path)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
-        problem = f"unreadable JSON: {exc}"
-    else:
-        problem = record_problem(record, config)
-        if problem is None:
-            return record
-    if quarantine_bad:
+    record, problem = _read_record(path, config, runs_dir)
+    if problem is not None and quarantine_bad:
         quarantine(path, problem)
-    return None
+    return record
+
+
+def _read_record(path: Path, config: RunConfig, runs_dir) -> tuple[dict | None, str | None]:
+    """``(record, None)`` if ``path`` holds ``config``'s record, ``(None, why not)`` if it holds something
+    else (or is not a regular file inside ``runs_dir``), ``(None, None)`` if there is no such file."""
+    try:
+        record = read_json(path, within=runs_dir)
+    except FileNotFoundError:
+        return None, None
+    except UnusableFile as exc:  # not a regular file in runs_dir, or too large
+        return None, str(exc)
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, nested too deep
+        return None, f"unreadable JSON: {exc}"
+    problem = record_problem(record, config)
+    return (record, None) if problem is None else (None, problem)
 
 
 RUN_STATUSES = ("completed", "diverged", "corrupt", "partial", "pending")
@@ -280,6 +342,7 @@ def execute(config: RunConfig, runs_dir, *, checkpoint_every_s: float = 30.0,
         return existing
     lock = lock_path(runs_dir, config)
     lock.parent.mkdir(parents=True, exist_ok=True)
+    quarantine_unless_regular(lock, "the run takes a lock file of its own")
     try:
         held = FileLock(lock).acquire(timeout=-1 if wait_for_lock else 0, poll_interval=0.2)
     except Timeout:
@@ -317,8 +380,9 @@ def _failed(config: RunConfig, runs_dir, exc: Exception) -> RunFailed:
 
 
 def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_every_iters, progress) -> dict:
-    existing = load_record(runs_dir, config, quarantine_bad=True)
-    if existing is not None:  # finished by the process that held the lock before us
+    # finished by the process that held the lock before us, or deleted by a DVC experiment but kept
+    existing = load_record(runs_dir, config, quarantine_bad=True) or _restore_kept(runs_dir, config)
+    if existing is not None:
         return existing
     ckpt = checkpoint_path(runs_dir, config)
     for path in (record_path(runs_dir, config), ckpt):
@@ -331,7 +395,7 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
     files = files_path(runs_dir, config) if hasattr(problem, "attach_output") else None
     resumed = None
     if files is None and ckpt.exists():  # a run with files of its own is not resumable (module docstring)
-        resumed = _resume(ckpt, config, optimizer, problem)
+        resumed = _resume(ckpt, runs_dir, config, optimizer, problem)
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
@@ -513,7 +577,7 @@ def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> di
                                                                           params.get("popsize"), params)}
 
 
-def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
+def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
     """(optimizer, max_iter, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
 
     ``max_iter`` (the curve's grid): the budget's ``max_iter``, or under ``max_evals`` the one the
@@ -526,11 +590,12 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
     ``stamps`` are the wall times of the curve points (None for points of a checkpoint written
     before they were kept).
 
-    A checkpoint that cannot be read, or that holds another run, is quarantined (None).
-    The optimizer is rebuilt by its registry name from the config, never from the file.
+    A checkpoint that cannot be read (not a regular file inside ``runs_dir`` included), or that holds
+    another run, is quarantined (None). The optimizer is rebuilt by its registry name from the config,
+    never from the file.
     """
     try:
-        state = read_state(ckpt)
+        state = read_state(ckpt, within=runs_dir)
         if not isinstance(state, dict) or state.get("schema") != CHECKPOINT_SCHEMA:
             raise ValueError(f"not a checkpoint of schema {CHECKPOINT_SCHEMA}")
         if state.get("config_hash") != config.hash or state.get("config") != config.to_dict():
@@ -551,7 +616,7 @@ def _resume(ckpt: Path, config: RunConfig, optimizer: str, problem):
         tally = _checked_tally(state.get("iteration"))
         problem.set_state(state["problem"])
     except Exception as exc:  # any defect of the file: recompute rather than stop the study
-        quarantine(ckpt, f"{type(exc).__name__}: {exc}")
+        quarantine(ckpt, str(exc) if isinstance(exc, UnusableFile) else f"{type(exc).__name__}: {exc}")
         return None
     return opt, max_iter, curve, stamps, elapsed, resumes, started, tally
 
@@ -567,7 +632,7 @@ def checkpoint_progress(runs_dir, config: RunConfig) -> float:
     if not ckpt.exists():
         return 0.0
     try:
-        state = read_state(ckpt)
+        state = read_state(ckpt, within=runs_dir)
         if state.get("config_hash") != config.hash:
             return 0.0
         column, total = (("nit", state["max_iter"]) if "max_evals" not in config.budget else
@@ -662,4 +727,8 @@ def _write_record(config: RunConfig, runs_dir, result: dict, started: str, wall:
         },
     }
     write_json(record_path(runs_dir, config), record)
+    try:
+        keep_record(runs_dir, config)
+    except OSError as exc:
+        print(not_kept_warning(1, runs_dir, exc), file=sys.stderr)
     return record

@@ -1,6 +1,8 @@
 """Errors shared by the studies."""
 from __future__ import annotations
 
+import errno
+
 
 class ResourceUnavailable(Exception):
     """A model or data set a study needs is not here (offline, not cached, not prepared).
@@ -55,3 +57,24 @@ class RunsFailed(Exception):
     def __init__(self, failures: list[str], records: list[dict]):
         super().__init__(f"{len(failures)} run(s) failed")
         self.failures, self.records = list(failures), list(records)
+
+
+class WriteFailed(OSError):
+    """A file could not be written: a full disk, a read-only or forbidden place.
+
+    Raised by the atomic writes of :mod:`replication.storage` with the file meant (``filename``,
+    not its temporary sibling) and why (``errno``, ``strerror``); the file is left as it was.
+    """
+
+
+#: what a write meets when the place, not the program, is at fault
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def file_problem(exc: OSError) -> str | None:
+    """``exc`` as "cannot write <file> (<why>)" when it is a :class:`WriteFailed` or an OSError of
+    :data:`WRITE_ERRNOS` about a file (a directory that cannot be made, a lock file in a read-only
+    place), else None (an OSError that is more likely a bug, shown with its traceback)."""
+    if not isinstance(exc, WriteFailed) and (exc.errno not in WRITE_ERRNOS or exc.filename is None):
+        return None
+    return f"cannot write {exc.filename} ({exc.strerror or one_line(exc)})"

@@ -21,7 +21,9 @@ or reported.
 
 A run that raises (:class:`~replication.errors.RunFailed`) stops the study as a stop request
 does; with ``keep_going`` the other runs go on, and :class:`~replication.errors.RunsFailed`
-lists the failures at the end.
+lists the failures at the end. A local worker that dies (SIGKILL, the out-of-memory killer) is
+replaced and its run queued again, to resume from its checkpoint, while the other workers go on
+(:mod:`replication.pool`); a run whose worker dies twice fails as a run that raises does.
 
 Stopping (:mod:`replication.stopping`): on Ctrl-C or SIGTERM queued runs are cancelled, running
 ones write a checkpoint at their next iteration boundary, and :class:`StopRequested` reaches
@@ -41,6 +43,7 @@ be installed on every node, and a worker that cannot import it stops the study w
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -48,7 +51,6 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from tqdm.auto import tqdm
 
@@ -57,13 +59,23 @@ import baselines
 from . import stopping
 from .config import RunConfig
 from .devices import pin, visible_gpus, worker_devices
-from .engine import RunBusy, check_parameters, checkpoint_progress, execute, load_record
+from .engine import (
+    RunBusy,
+    check_parameters,
+    checkpoint_progress,
+    execute,
+    keep_record,
+    load_record,
+    not_kept_warning,
+)
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError
 from .eta import Eta
+from .pool import DIED, ERROR, WorkerPool
 from .studies import get_study, run_gpus
 
 EXECUTORS = ("local", "ray")
 STOP_GRACE_S = 20.0  # how long stopped workers get to write their checkpoint before they are killed
+MAX_WORKER_DEATHS = 2  # a run whose worker died this often fails (it may be what kills them: memory)
 BUSY = "busy"
 PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{elapsed}{postfix}]"
 ETA_EVERY_S = 1.0  # the ETA schedules every run left: recomputed at most this often
@@ -148,12 +160,12 @@ def one_thread():
     return restore
 
 
-def _init_worker(parent: int, devices, reports) -> None:
+def _init_worker(parent: int, device: str | None, reports) -> None:
     """One GPU (if runs need one), one BLAS thread and one torch thread per worker; stop and parent handling."""
     global _reports
     _reports = reports
-    if devices is not None:
-        pin(devices.get())
+    if device is not None:
+        pin(device)
     stopping.worker_init(parent)
     one_thread()  # for the worker's lifetime
 
@@ -207,15 +219,21 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     if executor == "ray":
         _import_ray()  # before anything runs
     records: dict[str, dict] = {}
-    todo = []
+    todo, not_kept = [], []
     for config in configs:
         record = load_record(runs_dir, config, quarantine_bad=True)
         if record is None:
-            todo.append(config)
-        else:
-            records[config.hash] = record
-            if on_record is not None:
-                on_record(record)
+            todo.append(config)  # executing it restores a kept record, if there is one
+            continue
+        try:
+            keep_record(runs_dir, config, replace=False)  # a record from before records were kept
+        except OSError as exc:
+            not_kept.append(exc)
+        records[config.hash] = record
+        if on_record is not None:
+            on_record(record)
+    if not_kept:
+        print(not_kept_warning(len(not_kept), runs_dir, not_kept[0]), file=sys.stderr)
     # a refused value stops the study now, not when its method's first run starts; Ray's nodes may have
     # packages this process lacks, unless it starts the Ray instance itself
     check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))
@@ -303,6 +321,10 @@ class _Progress:
         self._held.add(config.hash)
         self.eta.released(config.hash, time.monotonic())
 
+    def note(self, line: str) -> None:
+        """``line`` on stderr, above the bar (which is drawn again below it)."""
+        tqdm.write(line, file=sys.stderr)
+
     def waiting(self) -> None:
         """The second pass: this process waits for the runs another one holds."""
         self._waiting = True
@@ -380,36 +402,51 @@ def default_workers(configs: list[RunConfig]) -> int:
 
 
 def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_lock):
+    """Local worker processes (:class:`~replication.pool.WorkerPool`). A worker that dies (killed, out of
+    memory) is replaced and its run queued again first, to resume from its checkpoint; a run whose worker
+    dies :data:`MAX_WORKER_DEATHS` times fails as a run that raised does (:class:`RunFailed`)."""
     ctx = multiprocessing.get_context("spawn")
-    devices = None
     gpus = visible_gpus() if any(run_gpus(c) for c in todo) else []
-    if gpus:  # each worker takes one device from the queue when it starts
-        devices = ctx.SimpleQueue()
-        for device in worker_devices(workers, gpus):
-            devices.put(device)
+    devices = worker_devices(workers, gpus) if gpus else None  # a replacement worker takes its slot's device
     reports = _Reports(ctx)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(os.getpid(), devices, reports))
-    busy = []
+    pool = WorkerPool(ctx, workers, _init_worker,
+                      lambda slot: (os.getpid(), devices[slot] if devices else None, reports))
+    plugins = baselines.imported_plugins()
+    configs = {c.hash: c for c in todo}
+    busy, deaths = [], dict.fromkeys(configs, 0)
+
+    def submit(config: RunConfig, first: bool = False) -> None:
+        pool.submit(config.hash, _execute, (config.to_dict(), str(runs_dir), checkpoint_every_s, wait_for_lock,
+                                            plugins), first=first)
+
     tracker.begin(workers)
     try:
-        plugins = baselines.imported_plugins()
-        pending = {pool.submit(_execute, c.to_dict(), str(runs_dir), checkpoint_every_s, wait_for_lock, plugins): c
-                   for c in todo}
-        while pending:
-            done, _ = wait(pending, timeout=ETA_EVERY_S, return_when=FIRST_COMPLETED)
+        for config in todo:
+            submit(config)
+        while pool.pending:
+            events = pool.wait(ETA_EVERY_S)
             for report in reports.drain():
                 tracker.progress(report)
-            if not done:
+            if not events:
                 tracker.tick()
-            for future in done:
-                config = pending.pop(future)
-                try:
-                    outcome = future.result()
-                except RunFailed as exc:
-                    tracker.failed(config, exc)
-                    continue
-                if outcome == BUSY:
+            for key, kind, outcome in events:
+                config = configs[key]
+                if kind == DIED:
+                    deaths[key] += 1
+                    how = _death(outcome)
+                    if deaths[key] >= MAX_WORKER_DEATHS:
+                        tracker.failed(config, RunFailed(
+                            f"run {config.label} (method {config.method!r}) failed: its worker process died "
+                            f"{deaths[key]} times ({how}), e.g. killed, or out of memory"))
+                    else:
+                        tracker.note(f"warning: the worker running {config.label} died ({how}); a new worker "
+                                     "resumes the run from its checkpoint")
+                        submit(config, first=True)
+                elif kind == ERROR:
+                    if not isinstance(outcome, RunFailed):
+                        raise outcome
+                    tracker.failed(config, outcome)
+                elif outcome == BUSY:
                     busy.append(config)
                     tracker.released(config)
                 elif outcome is None:  # a worker stopped on its own (SIGTERM sent to it directly)
@@ -417,25 +454,19 @@ def _run_pool(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_
                 else:
                     tracker.finished(outcome)
     except BaseException:
-        _stop_pool(pool)
+        # queued runs are dropped; running ones checkpoint at their next iteration boundary
+        pool.stop(STOP_GRACE_S)
         raise
-    pool.shutdown(wait=True)
+    pool.close()
     return busy
 
 
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel queued runs, ask running workers to checkpoint and exit, kill those that do not."""
-    # CPython keeps the workers in ``_processes``; there is no public accessor before Python 3.14
-    workers = list((pool._processes or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in workers:
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGTERM)
-    for proc in workers:
-        proc.join(STOP_GRACE_S / max(len(workers), 1))
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+def _death(exitcode: int) -> str:
+    """How a worker process ended, from its exit code (negative: the signal that killed it)."""
+    if exitcode is not None and exitcode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-exitcode).name}"
+    return f"exit status {exitcode}"
 
 
 def plugin_pythonpath(plugins: list[str]) -> str:

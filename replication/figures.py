@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import io
 import warnings
 import zlib
 from pathlib import Path
@@ -21,6 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+
+from .storage import atomic_write_bytes
 
 matplotlib.rcParams["svg.hashsalt"] = "sabo-bench"  # stable element ids: identical data, identical SVG
 
@@ -150,7 +153,7 @@ def new_figure(ncols: int, title: str):
 
 def save(fig, path) -> list[Path]:
     """Add the figure's one shared legend below the panels, write ``path`` (PNG) and its SVG copy,
-    close the figure; returns both paths."""
+    each atomically (:func:`replication.storage.atomic_write_bytes`), close the figure; returns both paths."""
     handles, labels = {}, []
     for ax in fig.axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
@@ -171,7 +174,13 @@ def save(fig, path) -> list[Path]:
                    frameon=False, bbox_to_anchor=(0.5, 0.0))
     path = Path(path)
     vector = path.with_suffix(".svg")
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    fig.savefig(vector, metadata={"Date": None, "Creator": None})
-    plt.close(fig)
+    try:
+        for target, options in ((path, {"format": "png", "dpi": 110, "metadata": {"Software": None}}),
+                                (vector, {"format": "svg", "metadata": {"Date": None, "Creator": None}})):
+            # rendered in memory, then written atomically: a full disk or a kill mid-write leaves the old figure
+            buffer = io.BytesIO()
+            fig.savefig(buffer, **options)
+            atomic_write_bytes(target, buffer.getvalue())
+    finally:
+        plt.close(fig)
     return [path, vector]

@@ -4,8 +4,8 @@
 
 * ``<out>/<REPORT_NAME>_metrics.json``, a DVC metrics file (``metrics:`` of the report stage in
   ``dvc.yaml``): the profile, how many records of how many runs the report was made from, the
-  claim verdict counts (``claims.reproduced``, ``claims.not_reproduced``, ``claims.not_run``,
-  all three always present) and the study's outcome numbers from its optional ``outcomes``
+  claim verdict counts (``claims.reproduced``, ``claims.not_reproduced``, ``claims.inconclusive``,
+  ``claims.not_run``, all four always present) and the study's outcome numbers from its optional ``outcomes``
   hook (:class:`replication.studies.Study`): the synthetic study's median final error per
   setting, function and method, the image study's selected test accuracy per dimension, noise
   rate and method, the prompt study's selected test metric per task, d and method. A number
@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from .claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from .storage import atomic_write_bytes, write_json
 
-VERDICT_KEYS = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not_reproduced", NOT_RUN: "not_run"}
+VERDICT_KEYS = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not_reproduced", INCONCLUSIVE: "inconclusive",
+                NOT_RUN: "not_run"}
 PLOT_LABELS = ("panel", "method", "seed")
 """The label columns every curves file starts with (the DVC templates in ``.dvc/plots/`` facet by
 ``panel``, colour by ``method`` and draw one line per ``seed``)."""

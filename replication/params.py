@@ -184,6 +184,29 @@ def _grid_mapping(value, handler):
 Grid = Annotated[dict[StrictStr, GridValue], WrapValidator(_grid_mapping)]
 #: the optimizer's constructor arguments that the engine passes itself (``budget`` only to an optimizer that takes one)
 ENGINE_ARGUMENTS = ("x0", "seed", "budget")
+#: "module:Class" -> the constructor argument whose string values that optimizer (and any subclass) evaluates
+#: as Python: pycma ``eval()``s string-valued options (``maxfevals: "9**9**8"`` hung the check of the
+#: parameters before a study until killed), and :mod:`baselines.cmaes` refuses to save them in a checkpoint
+EVALUATED_STRINGS = {"baselines.cmaes:CMAES": "options"}
+
+
+def _evaluated_strings(cls: type) -> str | None:
+    """The argument of :data:`EVALUATED_STRINGS` for ``cls`` or one of its bases, or None."""
+    for base in cls.__mro__:
+        param = EVALUATED_STRINGS.get(f"{base.__module__}:{base.__qualname__}")
+        if param is not None:
+            return param
+    return None
+
+
+def _strings_refused(where: tuple, value):
+    """An error for the first string inside ``value`` (a grid value: scalar, list or mapping), else None."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(item, str):
+            return at(where + (key,), item, "must not be a string: pycma evaluates string-valued options as Python "
+                                            "expressions; give the value itself (a number or boolean)")
+    return None
 
 
 def _method_labels(value, handler):
@@ -229,6 +252,7 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
                 raise at(where, value, f"is not a registered optimizer ({registry}); to run one under another "
                                        "label, set `optimizer: <registered name>` in its grid", key=True)
             allowed = [p for p in baselines.parameters(optimizer) if p not in ENGINE_ARGUMENTS]
+            evaluated = _evaluated_strings(baselines.get(optimizer))
             for param, value in grid.items():
                 if param == "optimizer":
                     continue
@@ -238,6 +262,9 @@ def methods_field(*, lists: bool, reserved: tuple[str, ...] = ()):
                 if isinstance(value, list) and not lists:
                     raise at((name, param), value, "must be a single value: this study runs one configuration per "
                                                    "method (lists are not expanded into a grid)")
+                refused = _strings_refused((name, param), value) if param == evaluated else None
+                if refused is not None:
+                    raise refused
         return methods
 
     return Annotated[dict[Name, Grid], WrapValidator(_method_labels), AfterValidator(check)]
@@ -316,11 +343,31 @@ def schema(study: str) -> type[StudySection]:
     return getattr(importlib.import_module(module), model)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing aliases (``*name``) as it meets them.
+
+    An alias shares its anchor's node, so a few lines of aliases of aliases describe 10^7 leaves
+    ("billion laughs"): loading is cheap, but anything that walks the result (validation, a
+    message that shows a refused value) expands them, which took 20 s and 260 MB before the
+    refusal. params.yaml needs no aliases; refusing them bounds every later walk by the size of
+    the file itself.
+    """
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed in a parameter file; write the value out",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+
 def read_params(path) -> dict:
-    """The mapping in the YAML file ``path``; a one-line :class:`UsageError` if it cannot be one."""
+    """The mapping in the YAML file ``path``; a one-line :class:`UsageError` if it cannot be one
+    (aliases, ``*name``, are refused: :class:`_NoAliasLoader`)."""
     try:
         with open(path) as fh:
-            raw = yaml.safe_load(fh)
+            raw = yaml.load(fh, Loader=_NoAliasLoader)  # a SafeLoader: no Python objects
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the parameter file ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:

@@ -63,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import fcntl
+import functools
 import io
 import logging
 import os
@@ -98,7 +99,9 @@ EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table
         "<setting> --function <function>` prints the link)."),
 }
 DEFAULT_TIMEOUT_S = 15.0     # waiting for another process's lock on a SQLite store, or for a server
-QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
+#: the libraries MLflow's calls go through (its stores: SQLAlchemy, alembic's migrations; a server: urllib3's
+#: retries), kept below CRITICAL while a Tracker calls MLflow (:func:`quiet_libraries`)
+QUIET_LIBRARIES = ("mlflow", "sqlalchemy", "alembic", "urllib3")
 LOG_LOCK_TIMEOUT_S = 120.0   # waiting for another logger's file lock while logging one record
 
 
@@ -167,6 +170,41 @@ def _flock_until(fh, deadline: float) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def quiet_libraries():
+    """Only CRITICAL records of the :data:`QUIET_LIBRARIES`' loggers (and of their descendants) while the block runs.
+
+    MLflow reports a store it cannot use itself, as well as raising: a locked or damaged SQLite
+    store printed 28 to 222 lines (SQLAlchemy's error with the SQL and a traceback at ERROR level
+    per try, alembic's migrations, a server's retries) around the one line that says tracking
+    is off (``sabo-bench``'s warning, from the exception raised). Descendants that set a level of
+    their own (MLflow configures ``sqlalchemy.engine`` and ``alembic``) are raised too; every
+    level is put back when the block ends.
+    """
+    manager = logging.Logger.manager
+    loggers = [logging.getLogger(name) for name in QUIET_LIBRARIES]
+    loggers += [logger for name, logger in list(manager.loggerDict.items())
+                if isinstance(logger, logging.Logger) and logger.level != logging.NOTSET
+                and name.partition(".")[0] in QUIET_LIBRARIES]
+    levels = {logger: logger.level for logger in loggers}
+    for logger in levels:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in levels.items():
+            logger.setLevel(level)
+
+
+def _quiet(method):
+    """``method`` run under :func:`quiet_libraries`."""
+    @functools.wraps(method)
+    def quietly(*args, **kwargs):
+        with quiet_libraries():
+            return method(*args, **kwargs)
+    return quietly
+
+
 def _forget_cached_engine(uri: str) -> None:
     """Drop MLflow's cached SQLAlchemy engine of ``uri`` (best effort, private MLflow API).
 
@@ -219,6 +257,7 @@ def _wait_for_writers(db: Path, deadline: float) -> None:
 class Tracker:
     """Logs records and report artifacts to MLflow (imported lazily: it is slow to import)."""
 
+    @_quiet
     def __init__(self, uri: str | None = None, *, timeout: float | None = None):
         """Connect to the tracking store; raises (never hangs) if it is unusable.
 
@@ -228,9 +267,6 @@ class Tracker:
         """
         from mlflow.tracking import MlflowClient  # slow import: outside the deadline
 
-        # a new or migrated database is announced at INFO level, inside the runs' progress bar; warnings still show
-        for name in QUIET_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
         self.uri = uri or tracking_uri()
         self.timeout = connect_timeout() if timeout is None else float(timeout)
         self._lock_file = None
@@ -330,11 +366,13 @@ class Tracker:
         return self._search(exp_id, {f"{TAG}_{k}": v for k, v in tags.items()})
 
     # ------------------------------------------------------------------ public API
+    @_quiet
     def is_logged(self, record: dict, *, profile: str) -> bool:
         exp = self.client.get_experiment_by_name(record["config"]["study"])
         return exp is not None and bool(self._find(exp.experiment_id, level="seed", profile=profile,
                                                    config_hash=record["config_hash"]))
 
+    @_quiet
     def log_record(self, record: dict, *, profile: str, variant: str = "") -> bool:
         """Log one run record of ``profile``; returns False if it was logged under that profile already.
 
@@ -430,6 +468,7 @@ class Tracker:
         for run in old:
             self.client.delete_run(run.info.run_id)
 
+    @_quiet
     def log_setting_artifacts(self, study: str, setting: str, paths: list[str | os.PathLike], *,
                               profile: str) -> None:
         """Attach report files (figures) of ``profile`` to the setting's run (started now, ended when attached)."""
@@ -445,6 +484,7 @@ class Tracker:
                 self.client.log_artifact(run_id, str(path), artifact_path="report")
             self.client.set_terminated(run_id)
 
+    @_quiet
     def comparison_url(self, study: str, profile: str, *, setting: str | None = None, function: str | None = None,
                        ui: str = DEFAULT_UI) -> str | None:
         """The MLflow UI page comparing the methods: the group runs of ``profile`` (one setting and

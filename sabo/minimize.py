@@ -42,6 +42,11 @@ from .validation import as_real_array, check_int, check_positive, check_x0, did_
 #: With ``bounds`` and no ``sigma0``, ``sigma0 = BOX_SIGMA0 * (high - low)`` in each coordinate bounded on
 #: both sides (1.0 elsewhere), pycma's rule of thumb for a box.
 BOX_SIGMA0 = 0.25
+#: The largest sigma0 the rule above may give: SABO's search gradients divide by 2 N sigma^2
+#: (:func:`sabo.estimators.search_gradients`), which stays finite in float64 for sigma <= 1e150 and
+#: any population below 10^7 (a box of width 2e300 gave sigma0 = 5e299, sigma^2 = inf and NaN samples).
+#: Wider boxes are refused; an explicit ``sigma0`` is not limited by this.
+MAX_BOX_SIGMA0 = 1e150
 
 #: Without ``max_iter``/``maxiter`` or ``max_nfev``/``maxfev``, :func:`minimize` stops at this many evaluations
 #: per coordinate (COCO's budgets are counted so; scipy's Nelder-Mead allows 200 d), or earlier at convergence.
@@ -224,6 +229,11 @@ def check_bounds(bounds, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bad = np.flatnonzero(~(low < high))
     if bad.size:
         raise ValueError(f"bounds must have low < high in every coordinate; not at indices {bad[:10].tolist()}")
+    with np.errstate(over="ignore"):
+        overflow = np.flatnonzero(np.isfinite(low) & np.isfinite(high) & ~np.isfinite(high - low))
+    if overflow.size:  # reflect() folds with period 2 (high - low)
+        raise ValueError(f"bounds must have a width high - low that is finite in float64 (< 1.8e308); not at indices "
+                         f"{overflow[:10].tolist()} (a box this wide bounds nothing: give None for no bound)")
     outside = np.flatnonzero((x0 < low) | (x0 > high))
     if outside.size:
         i = outside[0]
@@ -312,7 +322,8 @@ def minimize(fun: Callable, x0, args=(), *, bounds=None, vectorized: bool = Fals
       the paper), and ``x``, ``x_best``, the history's means and the callback's ``x`` are reported
       in the box. ``x0`` must lie within the bounds; ``sigma0`` defaults to :data:`BOX_SIGMA0` times
       each bounded coordinate's width (SABO's 1.0 would spread the samples over several folds of a
-      unit box). ``constraints`` other than none are refused (SABO handles bounds only).
+      unit box; a width whose default would exceed :data:`MAX_BOX_SIGMA0` is refused: give
+      ``sigma0`` then). ``constraints`` other than none are refused (SABO handles bounds only).
     - Budget: ``max_iter`` (scipy's ``maxiter``) iterations, ``max_nfev`` (``maxfev``) evaluations;
       neither given: ``max_nfev`` = :data:`DEFAULT_EVALS_PER_DIM` d.
     - Convergence: ``ftol`` and ``xtol`` (default ``tol``, else pycma's 1e-11:
@@ -363,8 +374,15 @@ def minimize(fun: Callable, x0, args=(), *, bounds=None, vectorized: bool = Fals
     low = high = None
     if bounds is not None:
         low, high = check_bounds(bounds, x0)
-        # pycma's advice for a box: a step size of about a quarter of its width
-        settings.setdefault("sigma0", np.where(np.isfinite(high - low), BOX_SIGMA0 * (high - low), 1.0))
+        if "sigma0" not in settings:  # pycma's advice for a box: a step size of about a quarter of its width
+            sigma0 = np.where(np.isfinite(high - low), BOX_SIGMA0 * (high - low), 1.0)
+            wide = np.flatnonzero(sigma0 > MAX_BOX_SIGMA0)
+            if wide.size:
+                raise ValueError(f"bounds are too wide for the default sigma0 = {BOX_SIGMA0:g} (high - low) at indices "
+                                 f"{wide[:10].tolist()} (it would be {float(sigma0[wide[0]]):.3g} > "
+                                 f"{MAX_BOX_SIGMA0:g}, where SABO's estimates overflow float64): give sigma0, or None "
+                                 "for no bound")
+            settings["sigma0"] = sigma0
         inner = objective
 
         def objective(X):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .state import MAX_COUNT
 from .validation import check_int, check_positive, shown
 
 
@@ -66,8 +67,8 @@ def as_schedule(name: str, value) -> Constant | InvSqrt:
         return value
     if isinstance(value, InvSqrt):
         check_positive(f"{name}.scale", value.scale)
-        if value.horizon is not None:
-            check_int(f"{name}.horizon", value.horizon, minimum=0)
+        if value.horizon is not None:  # np.sqrt(horizon + 1.0) overflows beyond int64
+            check_int(f"{name}.horizon", value.horizon, minimum=0, maximum=MAX_COUNT)
         return value
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return Constant(check_positive(name, value))

@@ -11,14 +11,25 @@ validates (see :meth:`sabo.protocol.AskTellOptimizer.from_state_dict`).
 ``loads(dumps(tree))`` equals ``tree`` exactly: floats (NaN and infinities included) and
 arbitrarily large integers (e.g. a PCG64 state) survive bit for bit, arrays keep dtype and
 shape. Tuples are refused rather than silently turned into lists.
+
+Reading is bounded by the size of the bytes read: :func:`loads` inspects the archive's directory
+and each array's ``.npy`` header before it decompresses or allocates anything, and refuses what
+:func:`dumps` never writes: compressed members (a zip bomb inflates 1.5 MB into gigabytes),
+members that together hold more bytes than the archive (overlapping entries), an array header
+that declares more data than its member holds (NumPy would allocate the declared array first),
+and a structure nested deeper than :data:`sabo.bounded_json.MAX_DEPTH` levels.
 """
 from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
 
 import numpy as np
+from numpy.lib import format as npy_format
+
+from . import bounded_json
 
 ARRAY_KEY = "__ndarray__"
 #: How every file :func:`dumps` writes begins: an ``.npz`` is a zip archive.
@@ -27,6 +38,9 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_MAGIC = b"\x80"
 _TREE = "tree"
 _ARRAY_KINDS = "biuf"
+#: The most arrays a state file may hold (the suite's optimizers save a handful).
+MAX_ARRAYS = 10_000
+_HEADER_READERS = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
 
 
 class StateFormatError(ValueError):
@@ -83,20 +97,18 @@ def loads(data: bytes):
                else f"{len(data)} bytes" + (f" beginning {data[:8]!r}" if data else ""))
         raise StateFormatError(f"not a state file of this format (a .npz archive written by "
                                f"sabo.serialization.dumps, beginning {_ZIP_MAGIC!r}); got {got}")
+    _check_archive(data)
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             files = {name: npz[name] for name in npz.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise StateFormatError(f"not a state file of this format ({type(exc).__name__}: {exc})") from exc
-    foreign = sorted(name for name, value in files.items() if not isinstance(value, np.ndarray))
-    if foreign:  # np.load returns a zip member that is no .npy as its raw bytes
-        raise StateFormatError(f"not a state file of this format (archive members {foreign} are not NumPy arrays)")
     raw = files.pop(_TREE, None)
     if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
         raise StateFormatError("not a state file of this format (no structure entry)")
     try:
-        structure = json.loads(raw.tobytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        structure = bounded_json.loads(raw.tobytes())
+    except ValueError as exc:  # not UTF-8, not JSON, or nested too deep
         raise StateFormatError(f"garbled structure ({exc})") from exc
     used: set[str] = set()
 
@@ -106,11 +118,8 @@ def loads(data: bytes):
                 key = node[ARRAY_KEY]
                 if len(node) != 1 or not isinstance(key, str) or key not in files:
                     raise StateFormatError(f"dangling array reference {node!r}")
-                arr = files[key]
-                if arr.dtype.kind not in _ARRAY_KINDS:
-                    raise StateFormatError(f"array {key} has dtype {arr.dtype} (only bool, int, float)")
                 used.add(key)
-                return arr
+                return files[key]
             return {k: dec(v) for k, v in node.items()}
         if isinstance(node, list):
             return [dec(v) for v in node]
@@ -120,3 +129,49 @@ def loads(data: bytes):
     if set(files) - used:
         raise StateFormatError(f"unreferenced arrays {sorted(set(files) - used)}")
     return tree
+
+
+def _check_archive(data: bytes) -> None:
+    """Refuse, before anything is decompressed or allocated, an archive that :func:`dumps` cannot have written
+    and whose reading could take more memory than its size (module docstring)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            if len(members) > MAX_ARRAYS:
+                raise StateFormatError(f"not a state file of this format ({len(members)} archive members; at most "
+                                       f"{MAX_ARRAYS})")
+            foreign = sorted(m.filename for m in members if not m.filename.endswith(".npy"))
+            if foreign:  # np.load would return such a member as its raw bytes
+                raise StateFormatError(f"not a state file of this format (archive members {foreign} are not NumPy "
+                                       "arrays)")
+            for member in members:
+                _check_member(archive, member)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, RuntimeError) as exc:
+        if isinstance(exc, StateFormatError):
+            raise
+        raise StateFormatError(f"not a state file of this format ({type(exc).__name__}: {exc})") from exc
+    total = sum(member.file_size for member in members)
+    if total > len(data):
+        raise StateFormatError(f"not a state file of this format (its members claim {total} bytes, more than the "
+                               f"{len(data)} bytes of the archive)")
+
+
+def _check_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
+    """One member: stored uncompressed as an ``.npy`` array of a numeric dtype whose header matches its size."""
+    where = f"not a state file of this format (archive member {member.filename!r}"
+    if member.compress_type != zipfile.ZIP_STORED or member.compress_size != member.file_size:
+        raise StateFormatError(f"{where} is compressed, {member.compress_size} bytes declaring "
+                               f"{member.file_size}; dumps writes members uncompressed)")
+    with archive.open(member) as fh:  # reads the header only
+        reader = _HEADER_READERS.get(npy_format.read_magic(fh))
+        if reader is None:
+            raise StateFormatError(f"{where} has an .npy format version this reader does not take)")
+        shape, _, dtype = reader(fh)
+        header = fh.tell()
+    if dtype.kind not in _ARRAY_KINDS:
+        pickled = ", whose arrays are pickles, never unpickled" if dtype.hasobject else ""
+        raise StateFormatError(f"{where} has dtype {dtype}{pickled}; state arrays are bool, int or float)")
+    declared = header + math.prod(shape) * dtype.itemsize
+    if declared != member.file_size:
+        raise StateFormatError(f"{where} declares an array of shape {shape} and dtype {dtype}, {declared} bytes "
+                               f"with its header, but holds {member.file_size})")

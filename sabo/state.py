@@ -17,6 +17,9 @@ import numpy as np
 from .validation import shown
 
 ARRAY_KINDS = "biuf"
+#: The largest count a saved state may hold (NumPy's int64): counters feed float and int64 arithmetic
+#: (``np.sqrt(nit + 1.0)`` in a decaying schedule), which a larger Python int overflows.
+MAX_COUNT = 2**63 - 1
 
 
 def to_data(value, where: str = "state"):
@@ -116,17 +119,17 @@ class Field:
 
 
 class Integer(Field):
-    """An integer in ``[minimum, maximum]``; ``maximum`` may depend on the optimizer (callable)."""
+    """An integer in ``[minimum, maximum]``; ``maximum`` (default :data:`MAX_COUNT`) may depend on the
+    optimizer (callable)."""
 
-    def __init__(self, key, *, minimum: int = 0, maximum: int | Callable | None = None, attr=None):
+    def __init__(self, key, *, minimum: int = 0, maximum: int | Callable = MAX_COUNT, attr=None):
         super().__init__(key, attr)
         self.minimum, self.maximum = minimum, maximum
 
     def load(self, value, opt, where):
         high = self.maximum(opt) if callable(self.maximum) else self.maximum
-        allowed = f">= {self.minimum}" if high is None else f"in [{self.minimum}, {high}]"
-        if not _is_int(value) or value < self.minimum or (high is not None and value > high):
-            raise ValueError(f"{where} must be an integer {allowed} (got {shown(value)})")
+        if not _is_int(value) or not self.minimum <= value <= high:
+            raise ValueError(f"{where} must be an integer in [{self.minimum}, {high}] (got {shown(value)})")
         return int(value)
 
 
@@ -207,7 +210,7 @@ class Array(Field):
 
 
 class Stats(Field):
-    """``opt.stats``: the same keys as a fresh optimizer's, counters non-negative integers,
+    """``opt.stats``: the same keys as a fresh optimizer's, counters integers in [0, :data:`MAX_COUNT`],
     diagnostics real numbers (NaN allowed: "not yet computed"), nested dicts plain data."""
 
     def load(self, value, opt, where):
@@ -222,8 +225,8 @@ class Stats(Field):
                 check_tree(at, v)
                 out[key] = to_data(v, at)
             elif _is_int(fresh):
-                if not _is_int(v) or v < 0:
-                    raise ValueError(f"{at} must be an integer >= 0 (got {shown(v)})")
+                if not _is_int(v) or not 0 <= v <= MAX_COUNT:
+                    raise ValueError(f"{at} must be an integer in [0, {MAX_COUNT}] (got {shown(v)})")
                 out[key] = int(v)
             else:
                 if not _is_real(v):

@@ -6,6 +6,7 @@ received, in the style of scikit-learn's parameter validation.
 from __future__ import annotations
 
 import difflib
+import math
 import numbers
 
 import numpy as np
@@ -18,7 +19,10 @@ def shown(value) -> str:
     """``repr(value)`` for a message, with NumPy scalars and small arrays as the Python numbers and lists they hold.
 
     NumPy 2 writes ``repr(np.float64(0.0))`` as ``np.float64(0.0)``; a user who passed a NumPy
-    scalar wants to read ``0.0``."""
+    scalar wants to read ``0.0``. An integer beyond 2**100 (one read from a hostile file) is shown by
+    its number of digits: its repr could fill a screen, or exceed Python's limit on int-to-str conversion."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 100:
+        return f"an integer of about {math.ceil(abs(value).bit_length() * math.log10(2))} digits"
     if isinstance(value, np.generic):
         return repr(value.item())
     if isinstance(value, np.ndarray):

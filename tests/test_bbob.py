@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from replication.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from replication.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
 from replication.cli import main
 from replication.config import RunConfig
 from replication.engine import execute, files_path, load_record, record_path
@@ -152,7 +152,10 @@ def runs(method, fractions, dim=10, function=15, nfev=1000):
     return out
 
 
-def test_solved_fraction_check_uses_the_standard_error():
+def test_solved_fraction_check_uses_a_bootstrap_interval():
+    """The mean paired difference in solved fraction with its bootstrap interval over instances: clearly ahead is
+    reproduced, clearly behind not; a noisy tie neither proves 'at least as good' nor 'better': inconclusive (the
+    2-standard-error rule before it counted a tie as 'at least as good')."""
     rng = np.random.default_rng(0)
     base = rng.uniform(0.3, 0.6, 20)
     check = {"a": ["sabo"], "b": ["ingo"], "relation": ">="}
@@ -161,11 +164,27 @@ def test_solved_fraction_check_uses_the_standard_error():
     noisy_tie = Context(runs("sabo", base + rng.normal(0, 0.05, 20)) + runs("ingo", base))
     assert CHECKERS["solved_fraction"](check, ahead)[0] == REPRODUCED
     assert CHECKERS["solved_fraction"](check, behind)[0] == NOT_REPRODUCED
-    assert CHECKERS["solved_fraction"](check, noisy_tie)[0] == REPRODUCED      # within 2 SE: not worse
-    assert CHECKERS["solved_fraction"]({**check, "relation": ">"}, noisy_tie)[0] == NOT_REPRODUCED  # nor better
+    verdict, _, measured, reason = CHECKERS["solved_fraction"](check, noisy_tie)
+    assert verdict == INCONCLUSIVE and "reaches both sides of >= 0" in reason
+    low, high = (float(x) for x in measured.split("(95% interval ")[1].split(")")[0].split(" to "))
+    # about +-2 standard errors of a mean of 20 differences of spread 0.05 (width 0.045), not twice that
+    assert low < 0 < high and high - low < 2 * 4 * 0.05 / np.sqrt(20)
+    assert CHECKERS["solved_fraction"]({**check, "relation": ">"}, noisy_tie)[0] == INCONCLUSIVE
     assert CHECKERS["solved_fraction"]({**check, "relation": ">"}, ahead)[0] == REPRODUCED
     assert CHECKERS["solved_fraction"]({**check, "functions": [1]}, ahead)[0] == NOT_RUN
     assert CHECKERS["solved_fraction"]({**check, "suite": "bbob-noisy"}, ahead)[0] == NOT_RUN
+
+
+def test_every_comparison_must_hold_together():
+    """A claim over several dimensions is decided on the smallest difference, resampled jointly: one dimension
+    behind makes it not reproduced, however far ahead the others are."""
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.3, 0.6, 10)
+    mixed = Context(runs("sabo", base + 0.3, dim=2) + runs("ingo", base, dim=2)
+                    + runs("sabo", base - 0.2, dim=5) + runs("ingo", base, dim=5))
+    verdict, _, measured, _ = CHECKERS["solved_fraction"]({"a": ["sabo"], "b": ["ingo"]}, mixed)
+    assert verdict == NOT_REPRODUCED and measured.startswith("smallest difference: -0.2")
+    assert "1 reproduced, 1 not reproduced" in measured
 
 
 def test_ert_and_the_ert_ratio_check():
@@ -181,6 +200,27 @@ def test_ert_and_the_ert_ratio_check():
     fast = [Run("bbob", 5, 1, "sabo", i, [80, 150], 1000) for i in (1, 2, 3)]
     assert CHECKERS["ert_ratio"](check, Context(fast + b))[0] == REPRODUCED
     assert CHECKERS["ert_ratio"]({**check, "functions": [2]}, Context(fast + b))[0] == NOT_RUN
+
+
+def test_an_ert_ratio_just_past_its_bound_is_inconclusive_when_the_instances_spread():
+    """Issue 33: a median ERT ratio of 2.05 against 2 read as a flat 'not reproduced'. With instances that reach
+    the target anywhere from 60 to 150 evaluations (mean 102.5, against 50) the interval reaches both sides of 2;
+    the same ratio with no spread between instances is not reproduced."""
+    b = [Run("bbob", 5, 1, "ingo", i, [50], 1000) for i in (1, 2, 3, 4)]
+    spread = [Run("bbob", 5, 1, "sabo", i, [t], 1000) for i, t in zip((1, 2, 3, 4), (150, 60, 120, 80))]
+    check = {"a": "sabo", "b": "ingo", "range": "[0, 2]", "functions": [1]}
+    verdict, _, measured, reason = CHECKERS["ert_ratio"](check, Context(spread + b))
+    assert verdict == INCONCLUSIVE and measured.startswith("median ratio 2.05 (95% interval ")
+    assert reason.startswith("the 95% interval ") and reason.endswith(" reaches both sides of [0, 2]")
+    steady = [Run("bbob", 5, 1, "sabo", i, [t], 1000) for i, t in zip((1, 2, 3, 4), (102, 103, 102, 103))]
+    verdict, _, measured, reason = CHECKERS["ert_ratio"](check, Context(steady + b))
+    assert verdict == NOT_REPRODUCED and reason == "median ratio 2.05, outside [0, 2]"
+    # the resampled ERTs are COCO's on the drawn runs: drawing instance 2 four times gives 60 / 50
+    from replication.bbob.report import erts
+
+    assert erts(spread, np.array([[1, 1, 1, 1]]))[0, 0] == pytest.approx(60.0)
+    assert erts(spread[:1] + [Run("bbob", 5, 1, "sabo", 9, [], 1000)], np.array([[0, 1]]))[0, 0] == \
+        pytest.approx((150 + 1000) / 1)
 
 
 # ---------------------------------------------------------------------- cocopp and the ci profile

@@ -1,5 +1,6 @@
 """The sabo-bench command line on a tiny parameter file."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -292,8 +293,12 @@ def test_a_partial_or_other_profile_report_does_not_replace_a_full_one(tmp_path,
     assert (out / "synthetic.md").read_bytes() == page and json.loads(claims.read_text()) == meta  # untouched
 
     assert report(params, runs, out / "full", "--profile", "full") == 0  # written elsewhere
+    killed = [out / ".synthetic.md.x1.tmp", out / "figures" / ".synthetic_d10_N6.png.x2.tmp"]  # mid-write
+    for path in killed:
+        path.write_bytes(b"half a file")
     assert report(params, runs, out, "--force") == 0
     assert json.loads(claims.read_text())["records"] == 7
+    assert not any(path.exists() for path in killed)  # a report removes what one killed mid-write left
 
 
 def test_a_report_from_no_record_is_an_error_unless_the_profile_defines_no_run(tmp_path, params, capsys):
@@ -319,8 +324,44 @@ def test_which_existing_reports_a_new_one_may_replace(tmp_path):
     assert refusal({"profile": "full"}, records=9) is not None                          # no counts: complete
     assert refusal({"profile": "quick", "records": 2, "runs": 2}) is not None
     assert refusal({"profile": "offline", "records": 0, "runs": 0}) is None             # nothing to lose
-    (tmp_path / "s_claims.json").write_text("{garbled")
-    assert replacement_refusal(tmp_path, "s", profile="full", records=1, runs=10) is None
+    (tmp_path / "s_claims.json").write_text("{garbled")  # what the report holds is unknown: refused
+    assert "s_claims.json cannot be read (not JSON)" in replacement_refusal(tmp_path, "s", profile="full",
+                                                                                  records=1, runs=10)
+    write_json(tmp_path / "s_claims.json", {"profile": "full", "records": "all"})
+    assert "does not say what its report was made from" in refusal({"profile": "full", "records": "all"})
+    (tmp_path / "s_claims.json").unlink()
+    write_json(tmp_path / "s_metrics.json", {"profile": "quick", "records": 2, "runs": 2})  # the other description
+    assert "s_metrics.json is a report of another profile" in replacement_refusal(tmp_path, "s", profile="full",
+                                                                                  records=10, runs=10)
+    (tmp_path / "s_metrics.json").unlink()
+    (tmp_path / "s.md").write_text("# a page whose descriptions are gone\n")
+    assert "s.md is a report whose claims and metrics files are gone" in replacement_refusal(
+        tmp_path, "s", profile="full", records=10, runs=10)
+
+
+@pytest.mark.parametrize("damage", ["delete", "garble"])
+def test_a_damaged_claims_file_does_not_let_another_profile_replace_a_report(damage, tmp_path, params, capsys):
+    """The guard read the claims file alone: deleted or filled with garbage, a report of another profile
+    silently replaced the committed one (page, figures, run table, metrics)."""
+    runs, out = tmp_path / "runs", tmp_path / "results"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    assert main(["run", "synthetic", "--params", params, "--profile", "full", "--runs-dir", str(runs), "--no-track",
+                 "--quiet"]) == 0
+    assert report(params, runs, out) == 0
+    claims = out / "synthetic_claims.json"
+    if damage == "delete":
+        claims.unlink()
+    else:
+        claims.write_bytes(b"\x00garbage\xff" * 100)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert report(params, runs, out, "--profile", "full") == 1
+    [line] = capsys.readouterr().err.splitlines()
+    expected = "synthetic_metrics.json is a report of another profile" if damage == "delete" else \
+        "synthetic_claims.json cannot be read (not JSON)"
+    assert line.startswith("error: ") and expected in line and "or use --force" in line, line
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing replaced
+    assert report(params, runs, out, "--profile", "full", "--force") == 0
 
 
 def test_paths_that_cannot_be_used_are_one_line_before_anything_is_written(tmp_path, params, capsys):
@@ -456,3 +497,112 @@ def test_run_one_counts_an_evaluation_budget_in_evaluations(tmp_path, capsys):
     [record] = [json.loads(p.read_text()) for p in record_paths(tmp_path)]
     nfev, max_evals = record["result"]["final"]["nfev"], record["config"]["budget"]["max_evals"]
     assert f"{nfev}/{max_evals}" in last
+
+
+@pytest.fixture
+def small_disk(tmp_path, request):
+    """A directory on a file system with room for about one figure: a 160 KiB tmpfs where one can be mounted
+    (root), else (``patched``) ``os.fsync`` failing with ENOSPC from the third file written there on, as a
+    full disk does."""
+    import errno
+    import shutil
+
+    where = tmp_path / "disk"
+    where.mkdir()
+    if request.param == "tmpfs":
+        if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs",
+                                                            str(where)], capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a tmpfs here (not root); the patched variant runs instead")
+        yield where
+        subprocess.run(["umount", str(where)], check=True)
+        return
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name.startswith(f"{where}/") and not os.path.isdir(name):  # a file there, not a directory
+            calls.append(fd)
+            if len(calls) > 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", fsync)
+        yield where
+
+
+@pytest.mark.parametrize("small_disk", ["tmpfs", "patched"], indirect=True)
+def test_a_full_disk_is_one_line_and_leaves_no_half_written_file(tmp_path, params, small_disk, capsys):
+    """A full disk was a 15-59 line OSError traceback and left a truncated PNG (matplotlib wrote in place)."""
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet"]) == 0
+    capsys.readouterr()
+    assert report(params, runs, small_disk) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: cannot write {small_disk}") and "(No space left on device)" in line, line
+    assert "the report is incomplete" in line
+    files = [p for p in small_disk.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.name.endswith(".tmp")]
+    for png in (p for p in files if p.suffix == ".png"):  # whole: the signature, and the IEND chunk last
+        data = png.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82"), png
+    for svg in (p for p in files if p.suffix == ".svg"):
+        assert svg.read_text().rstrip().endswith("</svg>"), svg
+
+
+@pytest.fixture
+def read_only_copy(tmp_path):
+    """``copy(src)``: a copy of the directory ``src`` that cannot be written: on a tmpfs remounted read-only for
+    root (whom permissions do not stop), else without write permission."""
+    import shutil
+
+    made = []
+
+    def copy(src: Path) -> Path:
+        target = tmp_path / f"read-only-{len(made)}"
+        target.mkdir()
+        made.append(target)
+        if os.geteuid() == 0:
+            if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(target)],
+                              capture_output=True).returncode != 0:
+                pytest.skip("root without a tmpfs to remount read-only: nothing here cannot be written")
+            shutil.copytree(src, target, dirs_exist_ok=True)
+            subprocess.run(["mount", "-o", "remount,ro", str(target)], check=True)
+        else:
+            shutil.copytree(src, target, dirs_exist_ok=True)
+            for d in [target, *(p for p in target.rglob("*") if p.is_dir())]:
+                d.chmod(0o555)
+        return target
+
+    yield copy
+    for target in made:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(target)], capture_output=True)
+        else:
+            for d in [target, *(p for p in target.rglob("*") if p.is_dir())]:
+                d.chmod(0o755)
+
+
+def test_a_read_only_out_or_runs_dir_is_one_line(tmp_path, params, read_only_copy, capsys):
+    """A place that cannot be written was an OSError traceback: `report --out` there, and `run` on a runs
+    directory there (the lock file of a run it would compute)."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(runs), "--no-track", "--quiet",
+                 "--method", "ingo"]) == 0
+    shutil.rmtree(runs / ".kept")  # records of an older sabo-bench, with no second name yet
+    locked = read_only_copy(runs)
+    capsys.readouterr()
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(locked), "--no-track", "--quiet",
+                 "--method", "ingo"]) == 0  # finished: nothing to write but the second names, a warning
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: 4 record(s) have no second name under {locked / '.kept'}"), line
+    assert report(params, locked, locked / "results") == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: cannot write {locked / 'results'} (") and "the report is incomplete" in line
+    assert main(["run", "synthetic", "--params", params, "--runs-dir", str(locked), "--no-track", "--quiet"]) == 1
+    warning, line = capsys.readouterr().err.splitlines()
+    assert warning.startswith("warning: 4 record(s) have no second name")
+    assert line.startswith(f"error: cannot write {locked / 'synthetic' / 'd10_N6' / 'sabo'}"), line
+    assert "run the same command again" in line

@@ -94,6 +94,39 @@ def test_record_paths_lists_the_records_and_not_what_a_problem_wrote_beside_them
     assert record_paths(runs / "synthetic" / a.setting / "sabo") == [record_path(runs, a)]
 
 
+def test_a_deleted_record_comes_back_from_its_second_name_without_computing(tmp_path, capsys):
+    """DVC experiments delete the records dvc.lock does not list (tests/test_pipeline.py runs one); each record
+    also has a name outside the stages' outputs, from which a run gets it back. A bad kept copy is deleted, and
+    the run computes the record anew (and keeps that)."""
+    from replication.engine import kept_path
+
+    cfg = small_config("ingo", T=40)
+    record = execute(cfg, tmp_path)
+    path, kept = record_path(tmp_path, cfg), kept_path(tmp_path, cfg)
+    assert kept.read_bytes() == path.read_bytes() and os.path.samefile(kept, path)  # a link: no second copy
+    data = path.read_bytes()
+    path.unlink()
+    assert execute(cfg, tmp_path) == record and path.read_bytes() == data  # the same record, not a new run
+    path.unlink()
+    kept.unlink()
+    kept.write_text("{garbled")
+    again = execute(cfg, tmp_path)
+    assert deterministic_part(again) == deterministic_part(record)
+    assert again["provenance"]["started_utc"] != record["provenance"]["started_utc"]  # computed anew
+    assert os.path.samefile(kept, path)
+
+
+def test_records_from_before_they_were_kept_are_kept_by_the_next_study(tmp_path):
+    from replication.engine import kept_path
+    from replication.executors import run_configs
+
+    cfg = small_config("ingo", T=20)
+    execute(cfg, tmp_path)
+    kept_path(tmp_path, cfg).unlink()  # as an older sabo-bench left it
+    run_configs([cfg], tmp_path, progress=False)
+    assert os.path.samefile(kept_path(tmp_path, cfg), record_path(tmp_path, cfg))
+
+
 def test_finished_run_is_not_redone(tmp_path):
     cfg = small_config("ingo", T=50)
     first = execute(cfg, tmp_path)

@@ -125,3 +125,30 @@ def test_declarations_of_the_wrong_kind_are_refused_naming_the_class():
                                 ({"min_popsize": 0}, r"\.min_popsize must be an integer >= 1 \(got 0\)")]:
         with pytest.raises(ValueError, match=message):
             type("Wrong", (AskTellOptimizer,), attributes)
+
+
+def test_a_figure_is_never_written_in_place_so_a_kill_cannot_truncate_it(tmp_path, monkeypatch):
+    """matplotlib wrote the PNG and SVG into their final paths: a kill (or a full disk) mid-write left a truncated
+    figure in results/. Now each is rendered, written to a temporary file beside it and renamed over it, so at
+    any moment the figure is the old file or the new one; the final paths are never opened for writing."""
+    import builtins
+    import os
+    from pathlib import Path
+
+    opened, real_open = [], builtins.open
+
+    def spy(file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and any(flag in mode for flag in "wax+"):
+            opened.append(Path(file).name)
+        return real_open(file, mode, *args, **kwargs)
+
+    (tmp_path / "f.png").write_bytes(b"the previous figure")
+    monkeypatch.setattr(builtins, "open", spy)
+    fig, axes = figures.new_figure(1, "title")
+    axes[0].plot(X, X, label="a")
+    png, svg = figures.save(fig, tmp_path / "f.png")
+    monkeypatch.undo()
+    assert png.read_bytes().startswith(b"\x89PNG") and svg.read_text().rstrip().endswith("</svg>")
+    assert len(opened) == 2 and all(name.startswith((".f.png.", ".f.svg.")) and name.endswith(".tmp")
+                                    for name in opened), opened
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png", "f.svg"]

@@ -10,7 +10,7 @@ pytest.importorskip("umap")  # the `image` extra, installed by the dev extra
 from replication import rho_readings
 from replication.cli import main
 from replication.config import expand_grid
-from replication.image.report import cell_text, cells, select
+from replication.image.report import cell_text, cells, resampled_scores, select
 from replication.image.study import configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,6 +106,30 @@ def test_a_diverged_run_is_reported_as_diverged_not_as_zero_accuracy():
     assert np.isnan(all_diverged["mean"]) and cell_text(all_diverged) == "diverged (1/1 seeds)"
 
 
+def _final(val, test):
+    return {"nit": [0, 4], "nfev": [0, 800], "val_accuracy": [0.1, val], "test_accuracy": [0.1, test]}
+
+
+def test_the_bootstrap_redoes_the_selection_on_each_resample_of_the_seeds():
+    """On the seeds as run, resampled_scores is what select reports; on a resample it selects again on the drawn
+    seeds' validation accuracy (lr=1 is better on seed 0, lr=2 on seed 1), ranks a drawn diverged seed below, and
+    scores -inf where the selected configuration has no finished seed drawn."""
+    records = [_record("completed", _final(0.9, 0.5), lr=1.0, seed=0),
+               _record("completed", _final(0.25, 0.6), lr=1.0, seed=1),
+               _record("completed", _final(0.3, 0.8), lr=2.0, seed=0),
+               _record("completed", _final(0.8, 0.7), lr=2.0, seed=1)]
+    (cell,) = cells(records).values()
+    assert select(cell, "val")["params"] == {"lr": 1.0}   # mean validation 0.575 against 0.55
+    scores = resampled_scores(cell, [0, 1], np.array([[0, 1], [0, 0], [1, 1]]))
+    assert list(scores) == pytest.approx([select(cell, "val")["mean"], 50.0, 70.0])
+    records[1] = _record("diverged", _final(0.25, 0.6), lr=1.0, seed=1)
+    (cell,) = cells(records).values()
+    assert list(resampled_scores(cell, [0, 1], np.array([[0, 1], [0, 0]]))) == pytest.approx([75.0, 50.0])
+    (alone,) = cells([_record("diverged", _final(0.5, 0.5), seed=1),
+                      _record("completed", _final(0.5, 0.5), seed=0)]).values()
+    assert list(resampled_scores(alone, [0, 1], np.array([[1, 1], [0, 1]]))) == [-np.inf, 50.0]
+
+
 def test_equal_evaluations_read_the_last_curve_point_within_the_budget():
     curve = {"nit": [0, 2, 4], "nfev": [0, 400, 800], "val_accuracy": [0.1, 0.5, 0.6], "test_accuracy": [0.1, 0.5, 0.7]}
     (cell,) = cells([_record("completed", curve)], max_nfev=799).values()
@@ -138,6 +162,8 @@ def test_stand_in_study_end_to_end(tmp_path, monkeypatch, umap_cache):
     assert (out / "figures" / "noisy_labels.png").exists()
     claims = json.loads((out / "noisy_labels_claims.json").read_text())
     assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 6
+    assert all("(95% interval " in c["measurement"] for c in claims["claims"] if c["verdict"] != "not run")
+    assert "2,000 resamples" in md and "**inconclusive** when it reaches both" in md
     assert all(c["reason"] for c in claims["claims"] if c["verdict"] == "not reproduced")
     assert "## The rho question" in md and "Selected test accuracy (%) at equal evaluations" in md
     sizes = rho_readings.measured(records, {"sabo", "sabo_variant"}, dim=lambda problem: 10 * problem["d_tilde"])

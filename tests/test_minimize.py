@@ -195,3 +195,20 @@ def test_derivatives_are_accepted_not_used_and_constraints_refused(capsys):
     with pytest.raises(ValueError, match="SABO handles bounds, not constraints"):
         scipy.optimize.minimize(shifted_sphere, np.zeros(2), method=sabo.minimize,
                                 constraints=[{"type": "ineq", "fun": lambda x: x[0]}])
+
+
+@pytest.mark.parametrize("bounds, message", [
+    # the default sigma0 = 0.25 (high - low) = 5e299 squared to inf: every sample was NaN
+    ([(-1e300, 1e300)] * 2, r"bounds are too wide for the default sigma0 = 0.25 \(high - low\) at indices \[0, 1\]"),
+    # high - low overflowed: the fold's period was inf and reflect() gave NaN
+    ([(-1e308, 1e308), (0.0, 1.0)], r"bounds must have a width high - low that is finite .* indices \[0\]"),
+])
+def test_bounds_too_wide_for_float64_are_refused_in_one_line(bounds, message):
+    with pytest.raises(ValueError, match=message):
+        sabo.minimize(lambda x: float(np.sum(x ** 2)), np.zeros(2), bounds=bounds, max_iter=3)
+
+
+def test_a_wide_box_with_an_explicit_sigma0_stays_finite():
+    res = sabo.minimize(lambda x: float(np.sum(x ** 2)), np.full(2, 0.5), bounds=[(-1e300, 1e300)] * 2, sigma0=1.0,
+                        seed=0, max_iter=20)
+    assert np.all(np.isfinite(res.x)) and np.isfinite(res.fun) and res.fun < 0.5

@@ -263,12 +263,90 @@ def test_loads_says_foreign_bytes_are_not_a_state_file_without_blaming_pickle(da
 def test_loads_names_pickled_data_only_when_it_is_pickled():
     with pytest.raises(StateFormatError, match=r"got a Python pickle, which is never unpickled$"):
         loads(pickle.dumps({"format": 2}))
-    with pytest.raises(StateFormatError, match="Object arrays cannot be loaded when allow_pickle=False"):
+    with pytest.raises(StateFormatError, match="has dtype object, whose arrays are pickles, never unpickled"):
         loads(npz_with(tree=np.array([object()], dtype=object)))
     with pytest.raises(TypeError, match=r"loads\(\) takes the bytes of a state file \(got str\)"):
         loads("garbage")
     tree = {"a": np.arange(3.0), "b": [1, None, "x"]}
     assert str(loads(bytearray(dumps(tree)))) == str(tree)
+
+
+def npy_header(shape) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def bomb(megabytes: int) -> bytes:
+    """A state file whose one array, ``megabytes`` MB of zeros, is deflated to a few hundred kB (written a MB at a
+    time: the test never holds the array)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("tree.npy", npz_member(np.frombuffer(b'{"a": {"__ndarray__": "a0"}}', np.uint8)),
+                         compress_type=zipfile.ZIP_STORED)
+        with archive.open("a0.npy", "w", force_zip64=True) as fh:
+            fh.write(npy_header((megabytes * 2**17,)))
+            for _ in range(megabytes):
+                fh.write(bytes(2**20))
+    return buf.getvalue()
+
+
+def npz_member(array) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def test_a_zip_bomb_state_file_is_refused_before_anything_is_inflated():
+    """200 MB deflated into ~200 kB: refused from the archive's directory, the peak memory of loads a few MB
+    (it inflated the whole array before it looked at it)."""
+    import tracemalloc
+
+    data = bomb(200)
+    assert len(data) < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(StateFormatError, match=r"archive member 'a0.npy' is compressed, \d+ bytes declaring "
+                                                   r"209715328; dumps writes members uncompressed"):
+            loads(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 2**20
+
+
+def test_an_array_header_declaring_more_than_its_member_holds_is_refused():
+    """NumPy allocates the array an .npy header declares before it reads it: 8 TB here (a MemoryError)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("tree.npy", npz_member(np.frombuffer(b'{"a": {"__ndarray__": "a0"}}', np.uint8)))
+        archive.writestr("a0.npy", npy_header((10**12,)) + bytes(8))
+    with pytest.raises(StateFormatError, match=r"'a0.npy' declares an array of shape \(1000000000000,\) and dtype "
+                                               r"float64, 8000000000128 bytes with its header, but holds 136\)"):
+        loads(buf.getvalue())
+
+
+def test_an_archive_whose_entries_overlap_is_refused():
+    """The central directory's entry of a 1 MB stored array repeated 2,000 times: each would be read in full."""
+    import struct
+
+    data = dumps({"a": np.zeros(2**17)})  # members tree.npy, then a0.npy
+    end = data.rindex(b"PK\x05\x06")  # the end-of-central-directory record
+    entries, size, offset = struct.unpack_from("<HII", data, end + 10)
+    directory = data[offset:offset + size]
+    array_entry = directory[directory.index(b"PK\x01\x02", 1):]
+    directory += array_entry * 2000
+    tail = bytearray(data[end:])
+    struct.pack_into("<HHII", tail, 8, entries + 2000, entries + 2000, len(directory), offset)
+    with pytest.raises(StateFormatError, match=r"its members claim \d+ bytes, more than the \d+ bytes of the "
+                                               r"archive"):
+        loads(data[:offset] + directory + bytes(tail))
+
+
+def test_a_state_structure_nested_100000_deep_is_refused_in_one_line():
+    deep = np.frombuffer(b"[" * 100_000 + b"]" * 100_000, np.uint8)
+    with pytest.raises(StateFormatError, match=r"^garbled structure \(JSON nested more than 100 levels deep"):
+        loads(npz_with(tree=deep))
 
 
 # ---------------------------------------------------------------------------- 7. the best point and max_iter=0

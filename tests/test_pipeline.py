@@ -201,3 +201,50 @@ def test_a_code_change_makes_the_run_stages_out_of_date_and_bytecode_does_not(pi
         finally:
             source.write_text(text)
     assert repo.status(targets) == {}
+
+
+def test_an_experiment_keeps_the_records_dvc_lock_does_not_list(tmp_path):
+    """`dvc exp run -S synthetic.profile=...` restores a stage's outputs as dvc.lock lists them before its command
+    runs, deleting the records written outside DVC (here by `sabo-bench run --profile tiny`): they were computed
+    again, silently, exit status 0. Each record now has a second name outside the stage's outputs, from which
+    the stage's `sabo-bench run` puts it back: the records after the experiment are the very same files."""
+    import subprocess
+    import sys
+
+    from helpers import tiny_params
+
+    pytest.importorskip("dvc")
+    if shutil.which("git") is None:
+        pytest.skip("DVC experiments need git")
+    params = tiny_params(methods=("ingo",))
+    params["synthetic"]["profile"] = "full"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    run = [sys.executable, "-m", "replication.cli", "run", "synthetic", "--runs-dir", "runs", "--no-track", "--quiet"]
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"ingo": {
+        "cmd": " ".join(run), "params": ["synthetic.profile"],
+        "outs": [{"runs/synthetic/d10_N6/ingo": {"persist": True}}]}}}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def sh(*argv):
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        return done
+
+    dvc = [sys.executable, "-m", "dvc"]
+    sh("git", "init", "-q")
+    sh(*dvc, "init", "-q")
+    shutil.copy(ROOT / ".gitignore", tmp_path)  # this repository's: records are not git's
+    sh("git", "add", "-A")
+    sh("git", "commit", "-qm", "pipeline")
+    sh(*dvc, "repro", "-q")  # the full profile's 2 records, in dvc.lock
+    sh("git", "add", "-A")
+    sh("git", "commit", "-qm", "full profile")
+    sh(*run, "--profile", "tiny")  # 4 more, outside DVC
+    outs = tmp_path / "runs" / "synthetic" / "d10_N6" / "ingo"
+    before = {p.name: p.read_bytes() for p in outs.glob("*.json")}
+    assert len(before) == 6
+    sh(*dvc, "exp", "run", "-q", "-S", "synthetic.profile=tiny")
+    after = {p.name: p.read_bytes() for p in outs.glob("*.json")}
+    assert after == before  # not one record computed again (a new one has new times in its provenance)

@@ -70,8 +70,9 @@ def test_the_synthetic_report_writes_its_table_metrics_and_curves(tiny_study, tm
     metrics = json.loads((out / "synthetic_metrics.json").read_text())
     claims = json.loads((out / "synthetic_claims.json").read_text())["claims"]
     assert (metrics["profile"], metrics["records"], metrics["runs"], metrics["diverged_runs"]) == ("tiny", 8, 8, 0)
-    assert set(metrics["claims"]) == {"reproduced", "not_reproduced", "not_run"}
-    for key, verdict in (("reproduced", "reproduced"), ("not_reproduced", "not reproduced"), ("not_run", "not run")):
+    assert set(metrics["claims"]) == {"reproduced", "not_reproduced", "inconclusive", "not_run"}
+    for key, verdict in (("reproduced", "reproduced"), ("not_reproduced", "not reproduced"),
+                         ("inconclusive", "inconclusive"), ("not_run", "not run")):
         assert metrics["claims"][key] == sum(c["verdict"] == verdict for c in claims)
     # median over the two seeds of E_T, from the records themselves
     for function in ("ellipsoid", "levy"):
@@ -126,7 +127,7 @@ def test_the_table_rebuilds_every_kind_of_record_exactly(tiny_study, tmp_path):
     odd[0]["result"]["curve"]["error"][-1] = math.inf
     odd[0]["result"]["final"]["error"] = math.inf
     odd[1]["result"]["curve"]["f_best"][0] = math.nan
-    odd[1]["result"]["stats"] = {"counts": [1, 2, 3], "nested": {"a": 1.5, "b": None}, "empty": {}}
+    odd[1]["result"]["stats"] = {"count": 3, "nested": {"a": 1.5, "b": None, "counts": [1, 2, 3]}, "empty": {}}
     odd[1]["result"]["final_evaluation"] = {"test_metric_final": 0.75, "best_dev_point": -1}
     odd[2]["config"]["params"]["lr"] = "auto"  # the other rows hold numbers under params.lr
     odd[2]["result"]["stats"] = {}
@@ -134,7 +135,8 @@ def test_the_table_rebuilds_every_kind_of_record_exactly(tiny_study, tmp_path):
     back = read_table_records(path)
     assert as_json(back) == as_json([*odd, *records[3:]])
     assert [list(r["result"]["curve"]) for r in back] == [list(r["result"]["curve"]) for r in records]  # key order
-    assert isinstance(back[0]["result"]["curve"]["nit"][1], int) and back[1]["result"]["stats"]["counts"] == [1, 2, 3]
+    assert isinstance(back[0]["result"]["curve"]["nit"][1], int)
+    assert back[1]["result"]["stats"]["nested"]["counts"] == [1, 2, 3]
 
     import pyarrow.parquet as pq
 
@@ -188,6 +190,130 @@ def test_report_names_the_run_table_when_runs_are_missing(tiny_study, tmp_path, 
                                             "'image'\n")
 
 
+# ------------------------------------------------------------------ hostile run tables
+def rewritten(path, target, change):
+    """The run table at ``path`` with ``change(table) -> table`` applied, its run-table metadata kept."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(change(table).replace_schema_metadata(table.schema.metadata), target, compression="zstd")
+    return target
+
+
+def replaced(name, values, kind=None):
+    def change(table):
+        import pyarrow as pa
+
+        column = values(table.column(name).to_pylist())
+        return table.set_column(table.column_names.index(name), name, pa.array(column, kind))
+    return change
+
+
+def record_cells(change_record):
+    return replaced("record", lambda cells: [json.dumps(change_record(json.loads(c))) for c in cells])
+
+
+MALFORMED = {  # name -> (change, what the one line says)
+    "no record column": (lambda t: t.drop_columns(["record"]), "not a run table: it has no column 'record'"),
+    "ints for records": (replaced("record", lambda cells: list(range(len(cells)))),
+                         "not a run table: column 'record' must be a column of strings (it holds int64)"),
+    "lists for records": (replaced("record", lambda cells: [[1, 2]] * len(cells)),
+                          "column 'record' must be a column of strings (it holds list<element: int64>)"),
+    "nulls for records": (replaced("record", lambda cells: [None] * len(cells), "string"),
+                          "its record is empty (null)"),
+    "a record without result": (record_cells(lambda r: {k: v for k, v in r.items() if k != "result"}),
+                                "its record must name its curve columns (a list under result.curve)"),
+    "a curve that is no list": (replaced("curve.error", lambda cells: [1.0] * len(cells)),
+                                "column 'curve.error' must be a column of lists of int64 or float64 numbers (it "
+                                "holds double)"),
+    "an all-NaN curve": (replaced("curve.error", lambda cells: [[math.nan] * len(c) for c in cells]),
+                         "its record is unusable: result: curve: column error holds no number (every value is NaN)"),
+    "NaN iterations": (replaced("curve.nit", lambda cells: [[math.nan] * len(c) for c in cells]),
+                       "its record is unusable: result: curve: nit must be non-decreasing integers >= 0"),
+    "strings for curve numbers": (replaced("curve.error", lambda cells: [[str(x) for x in c] for c in cells]),
+                                  "column 'curve.error' must be a column of lists of int64 or float64 numbers (it "
+                                  "holds list<element: string>)"),
+    "a string for a number in a record": (record_cells(lambda r: {**r, "provenance": {**r["provenance"],
+                                                                                      "wall_time_s": "3.5"}}),
+                                          "its record is unusable: provenance.wall_time_s: must be a number (got "
+                                          "str)"),
+}
+
+
+@pytest.mark.parametrize("change,said", MALFORMED.values(), ids=MALFORMED)
+def test_a_malformed_run_table_is_refused_in_one_line(tiny_study, tmp_path, capsys, change, said):
+    """Each ended `report --from-table` in a KeyError or TypeError traceback (strings for curve numbers were read
+    as numbers; an all-NaN curve failed in matplotlib)."""
+    params, runs = tiny_study
+    path = rewritten(write_table(tmp_path / "t.parquet", records_of(params, runs)), tmp_path / "bad.parquet", change)
+    assert report("synthetic", params, tmp_path / "out", "--from-table", str(path)) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: --from-table: {path}") and said in line
+    assert not (tmp_path / "out").exists()
+
+
+PEAK = """
+import resource, sys, yaml
+import pyarrow.parquet  # imported before the first measurement
+from replication.studies import get_study
+from replication.table import records_from_table
+configs = get_study("synthetic").configs(yaml.safe_load(open(sys.argv[1])))
+for table in sys.argv[2:]:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        said = f"{len(records_from_table(table, configs))} records"
+    except ValueError as exc:
+        said = str(exc)
+    print(said, "|", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def added_peaks_mib(params, *tables) -> list[tuple[str, int]]:
+    """(what records_from_table returned or said, the MiB it added to the peak memory so far) for each table, one
+    after the other in a process of its own (with a 2 GB address-space limit: a regression fails there, not on the
+    machine). The peak is a high-water mark: each number is at most what reading that table took on its own."""
+    def limited():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    done = subprocess.run([sys.executable, "-c", PEAK, params, *map(str, tables)], capture_output=True, text=True,
+                          timeout=300, preexec_fn=limited)
+    assert done.returncode == 0, done.stderr
+    return [(said, int(mib)) for said, mib in (line.rsplit(" | ", 1) for line in done.stdout.splitlines())]
+
+
+def test_reading_a_hostile_run_table_takes_bounded_memory(tiny_study, tmp_path):
+    """200,000 rows of other runs (a 2 MB file) took 3.4 GB to refuse, a 400 MB column of zeros (a 40 kB file)
+    0.75 GB: every row's record was parsed, every column decompressed. Now only config_hash is read for the rows not
+    asked for, and only the columns needed: each takes less than 150 MB (about 60-100 MB here)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    params, runs = tiny_study
+    good = write_table(tmp_path / "good.parquet", records_of(params, runs))
+
+    def foreign(table):  # one row with a one-point curve, under 200,000 hashes of no run here
+        one = table.slice(0, 1)
+        for name in [c for c in one.column_names if c.startswith("curve.")]:
+            one = one.set_column(one.column_names.index(name), name, pa.array([one.column(name)[0].as_py()[:1]]))
+        rows = one.take([0] * 200_000)
+        hashes = pa.array([f"{i:016x}" for i in range(200_000)])
+        return rows.set_column(rows.column_names.index("config_hash"), "config_hash", hashes)
+
+    table = pq.read_table(good)
+    zeros = "0" * 50 * 2**20
+    junk = tmp_path / "junk.parquet"
+    with pq.ParquetWriter(junk, table.schema.append(pa.field("junk", pa.large_string())), compression="zstd") as out:
+        for i in range(table.num_rows):  # a row group per row: the test holds one 50 MB cell at a time
+            out.write_table(table.slice(i, 1).append_column("junk", pa.array([zeros], pa.large_string())))
+    assert junk.stat().st_size < 2**20
+    (said_junk, junk_mib), (said_foreign, foreign_mib) = added_peaks_mib(
+        params, junk, rewritten(good, tmp_path / "foreign.parquet", foreign))
+    assert said_junk == "8 records" and said_foreign == "0 records"
+    assert junk_mib < 150 and foreign_mib < 150
+
+
 # ------------------------------------------------------------------ the image and prompt studies
 def image_params(tmp_path):
     """params.yaml with the image study's ci profile (2 noise rates, d100, 62 configurations, 1 seed)."""
@@ -215,9 +341,11 @@ def fake_image_records(params, runs):
         result = {"status": "diverged" if diverged else "completed", "message": "fake", "seeds": {},
                   "evals_per_iteration": 100, "final": {key: v[-1] for key, v in curve.items()}, "curve": curve,
                   "stats": {}}
+        provenance = {"versions": {}, "git_revision": "abc", "host": "fake", "started_utc": "2026-01-01T00:00:00+00:00",
+                      "finished_utc": f"2026-01-01T00:00:{k:02d}+00:00", "wall_time_s": 1.0, "resumed": 0,
+                      "cuda_visible_devices": None}
         record = {"schema": 1, "config": c.to_dict(), "config_hash": c.hash, "group_hash": c.group_hash,
-                  "result": result, "provenance": {"git_revision": "abc", "finished_utc": f"2026-01-01T00:00:{k:02d}",
-                                                   "wall_time_s": 1.0}}
+                  "result": result, "provenance": provenance}
         write_json(record_path(runs, c), record)
         expected[cell] = None if diverged else 100 * test  # the last k of the cell wins
     return configs, expected
@@ -259,7 +387,7 @@ def test_the_prompt_report_of_the_offline_profile_has_an_empty_table(tmp_path):
     metrics = json.loads((first / "prompt_tuning_metrics.json").read_text())
     assert metrics == {"profile": "offline", "records": 0, "runs": 0, "selected_test_metric": {},
                        "zero_shot_test_metric": {},
-                       "claims": {"reproduced": 0, "not_reproduced": 0,
+                       "claims": {"reproduced": 0, "not_reproduced": 0, "inconclusive": 0,
                                   "not_run": len(yaml.safe_load(open(ROOT / "replication/prompt/claims.yaml")))}}
     assert not (first / "prompt_tuning_curves.csv").exists()  # the prompt study plots no curves
 

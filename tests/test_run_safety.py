@@ -14,7 +14,16 @@ import pytest
 from filelock import FileLock
 from helpers import checkpoint_of, deterministic_part, small_config
 
-from replication.engine import RunBusy, checkpoint_path, execute, load_record, lock_path, record_path, record_status
+from replication.engine import (
+    RunBusy,
+    checkpoint_path,
+    execute,
+    kept_path,
+    load_record,
+    lock_path,
+    record_path,
+    record_status,
+)
 from replication.storage import QUARANTINE_MARK, quarantined_files, read_state, write_json, write_state
 
 
@@ -415,23 +424,29 @@ def test_a_run_that_raises_in_a_worker_comes_back_as_the_same_line(tmp_path):
 
 
 FLAKY = """
+import os
+import signal
+
 import baselines
 
 
 class FlakyIngo(baselines.get("ingo")):
-    \"\"\"INGO that raises at iteration ``fail_at`` (never with the default -1): a plug-in's bug on some configs.\"\"\"
+    \"\"\"INGO that raises at iteration ``fail_at`` (never with the default -1): a plug-in's bug on some configs;
+    or whose process is killed at iteration ``kill_at``, as the out-of-memory killer would.\"\"\"
 
     name = "flaky_ingo"
 
-    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *, fail_at=-1, baseline="mean",
-                 shaping="zscore", precision_floor=0.05, nonfinite="raise"):
+    def __init__(self, x0, sigma0=1.0, popsize=None, lr=0.1, seed=None, *, fail_at=-1, kill_at=-1,
+                 baseline="mean", shaping="zscore", precision_floor=0.05, nonfinite="raise"):
         super().__init__(x0, sigma0=sigma0, popsize=popsize, lr=lr, seed=seed, baseline=baseline, shaping=shaping,
                          precision_floor=precision_floor, nonfinite=nonfinite)
-        self.fail_at = fail_at
+        self.fail_at, self.kill_at = fail_at, kill_at
 
     def _tell(self, values):
         if self.nit == self.fail_at:
             raise RuntimeError(f"flaky_ingo fails at iteration {self.fail_at} on purpose")
+        if self.nit == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         return super()._tell(values)
 """
 
@@ -478,6 +493,26 @@ def test_keep_going_runs_every_other_run_then_lists_the_failure(tmp_path, flaky,
     assert [r["config_hash"] for r in caught.value.records] == [c.hash for c in good]
     assert all(load_record(runs, c)["result"]["status"] == "completed" for c in good)
     assert load_record(runs, bad) is None and not list(runs.rglob("*.lock"))
+
+
+def test_a_run_whose_worker_dies_each_time_fails_alone_after_two_tries(tmp_path, flaky, capsys):
+    """A run that gets its worker killed every time (say it needs more memory than there is) is tried again once
+    by a new worker, then fails as a run that raises does; the other runs, and the other worker, go on."""
+    from replication.errors import RunsFailed
+    from replication.executors import MAX_WORKER_DEATHS, run_configs
+
+    doomed = small_config("flaky_ingo", dim=6, T=30, seed=2, kill_at=5)
+    good = [small_config("flaky_ingo", dim=6, T=30, seed=s) for s in (0, 1)] + [small_config("ingo", dim=6, T=30)]
+    runs = tmp_path / "runs"
+    with pytest.raises(RunsFailed) as caught:
+        run_configs([doomed, *good], runs, workers=2, progress=False, keep_going=True)
+    [line] = caught.value.failures
+    assert line == (f"run {doomed.label} (method 'flaky_ingo') failed: its worker process died {MAX_WORKER_DEATHS} "
+                    "times (killed by SIGKILL), e.g. killed, or out of memory")
+    assert [r["config_hash"] for r in caught.value.records] == [c.hash for c in good]
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [f"warning: the worker running {doomed.label} died (killed by SIGKILL); a new worker resumes "
+                        "the run from its checkpoint"] * (MAX_WORKER_DEATHS - 1)
 
 
 def test_run_keep_going_on_the_command_line(tmp_path, flaky, capsys, monkeypatch):
@@ -584,3 +619,158 @@ def test_a_run_stopped_between_sabos_two_rounds_resumes_to_the_same_record(tmp_p
         write_state(ckpt, state)
     resumed = execute(cfg, tmp_path / "resumed")
     assert resumed["provenance"]["resumed"] == 1 and deterministic_part(resumed) == deterministic_part(straight)
+
+
+# ---------------------------------------------------------------------------- records of the wrong shape, and entries
+# of the runs directory that are no regular files: `list` and `report` read past them, `run` moves them aside
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """The tiny synthetic study (8 runs) run once: (params path, runs dir, its configs); tests copy the runs."""
+    import yaml
+    from helpers import tiny_params
+
+    from replication.cli import main
+    from replication.studies import get_study
+
+    root = tmp_path_factory.mktemp("tiny_runs")
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    assert main(["run", "synthetic", "--params", str(root / "params.yaml"), "--runs-dir", str(root / "runs"),
+                 "--no-track", "--quiet"]) == 0
+    return root / "params.yaml", root / "runs", get_study("synthetic").configs(tiny_params())
+
+
+def runs_copy(tiny_runs, tmp_path):
+    import shutil
+
+    params, runs, configs = tiny_runs
+    shutil.copytree(runs, tmp_path / "runs")
+    return ["--params", str(params), "--runs-dir", str(tmp_path / "runs")], tmp_path / "runs", configs
+
+
+def _edit(change):
+    def damage(path):
+        record = json.loads(path.read_text())
+        change(record)
+        path.write_text(json.dumps(record))
+    return damage
+
+
+WRONG_SHAPES = {  # name -> what is done to a record file
+    "curve a string": _edit(lambda r: r["result"].update(curve="abc")),
+    "final empty": _edit(lambda r: r["result"].update(final={})),
+    "final.error a string": _edit(lambda r: r["result"]["final"].update(error="0.5")),
+    "provenance empty": _edit(lambda r: r.update(provenance={})),
+    "curve columns of unequal length": _edit(lambda r: r["result"]["curve"]["error"].pop(0)),
+    "nested 100,000 deep": lambda path: path.write_text('{"schema": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+}
+
+
+@pytest.mark.parametrize("damage", WRONG_SHAPES.values(), ids=WRONG_SHAPES)
+def test_a_record_of_the_wrong_shape_is_corrupt_to_list_and_report_and_recomputed_by_run(tiny_runs, tmp_path, capsys,
+                                                                                         damage):
+    """Valid JSON of the wrong shape (or nested past the recursion limit) ended `list` and `report` in a KeyError,
+    TypeError, IndexError or RecursionError traceback; now it is an unusable file like a garbled one."""
+    from replication.cli import main
+
+    common, runs, configs = runs_copy(tiny_runs, tmp_path)
+    victim = configs[3]
+    path = record_path(runs, victim)
+    original = json.loads(path.read_text())
+    damage(path)
+    capsys.readouterr()
+    assert main(["list", "synthetic", *common]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and f"{victim.hash}  corrupt" in out and out.splitlines()[-1] == "7 completed, 1 corrupt"
+
+    assert main(["report", "synthetic", *common, "--out", str(tmp_path / "out"), "--no-track"]) == 0
+    out, err = capsys.readouterr()
+    assert "7 of 8 runs of profile 'tiny' have records" in out
+    assert err.splitlines() == [f"warning: 1 record file(s) under {runs}/synthetic are unusable and left out of this "
+                                "report (`sabo-bench list synthetic` marks them corrupt; `sabo-bench run synthetic` "
+                                "moves them aside and recomputes them)"]
+
+    assert main(["run", "synthetic", *common, "--no-track", "--quiet"]) == 0
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: {path} is unusable (") and line.endswith("the run will be recomputed")
+    assert deterministic_part(load_record(runs, victim)) == deterministic_part(original)
+    [moved] = quarantined_files(runs)
+    assert moved.name.startswith(path.name + QUARANTINE_MARK)
+
+
+def _limited_memory():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))  # a read of /dev/zero ends here, not in swap
+
+
+def test_entries_that_are_no_regular_files_are_skipped_by_list_and_moved_aside_by_run(tiny_runs, tmp_path):
+    """A FIFO as a record hung `list` and `run`; a record linked to /dev/zero took all memory (MemoryError); a
+    directory as a lock file ended `run` in IsADirectoryError. Now each is one line, and nothing outside the runs
+    directory is read through a link; a link inside it is followed. In subprocesses: a regression hangs or fills
+    memory there, under a timeout and a 3 GB address-space limit."""
+    common, runs, configs = runs_copy(tiny_runs, tmp_path)
+    fifo, zero, outside, lock_dir, fifo_ckpt, inside = configs[:6]
+    originals = {c.hash: json.loads(record_path(runs, c).read_text()) for c in configs}
+    record_path(runs, fifo).unlink()
+    os.mkfifo(record_path(runs, fifo))
+    record_path(runs, zero).unlink()
+    record_path(runs, zero).symlink_to("/dev/zero")
+    (tmp_path / "elsewhere").mkdir()
+    os.replace(record_path(runs, outside), tmp_path / "elsewhere" / "record.json")  # a valid record, but not here
+    record_path(runs, outside).symlink_to(tmp_path / "elsewhere" / "record.json")
+    record_path(runs, lock_dir).unlink()
+    lock_path(runs, lock_dir).mkdir()
+    record_path(runs, fifo_ckpt).unlink()
+    kept_path(runs, fifo_ckpt).unlink()  # not put back from runs/.kept: the run must read its checkpoint
+    os.mkfifo(checkpoint_path(runs, fifo_ckpt))
+    kept = runs / "synthetic" / "kept.json"
+    os.replace(record_path(runs, inside), kept)
+    record_path(runs, inside).symlink_to(os.path.relpath(kept, record_path(runs, inside).parent))
+
+    def cli(*argv):
+        return subprocess.run([sys.executable, "-m", "replication.cli", *argv, "synthetic", *common], timeout=120,
+                              capture_output=True, text=True, preexec_fn=_limited_memory)
+
+    listed = cli("list")
+    assert listed.returncode == 0 and listed.stderr == ""
+    statuses = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines()[:8]}
+    assert statuses == {**{c.hash: "completed" for c in configs}, fifo.hash: "corrupt", zero.hash: "corrupt",
+                        outside.hash: "corrupt", lock_dir.hash: "pending", fifo_ckpt.hash: "partial"}
+
+    ran = cli("run", "--no-track", "--quiet")
+    assert ran.returncode == 0 and ran.stdout.strip() == f"8 runs finished (0 diverged) under {runs}/synthetic"
+    lines = sorted(ran.stderr.splitlines())
+    expected = sorted([
+        (record_path(runs, fifo), "not a regular file but a FIFO", "the run will be recomputed"),
+        (record_path(runs, zero), "a symbolic link to /dev/zero, outside ", "the run will be recomputed"),
+        (record_path(runs, outside), f"a symbolic link to {tmp_path / 'elsewhere' / 'record.json'}, outside ",
+         "the run will be recomputed"),
+        (lock_path(runs, lock_dir), "not a regular file but a directory", "the run takes a lock file of its own"),
+        (checkpoint_path(runs, fifo_ckpt), "not a regular file but a FIFO", "the run will be recomputed")])
+    assert len(lines) == len(expected)
+    for line, (path, reason, then) in zip(lines, expected):
+        assert line.startswith(f"warning: {path} is unusable ({reason}") and line.endswith(f", {then}"), line
+    for c in configs:
+        assert deterministic_part(load_record(runs, c)) == deterministic_part(originals[c.hash])
+    assert record_path(runs, inside).is_symlink() and len(quarantined_files(runs)) == 5
+
+
+def test_read_bytes_reads_regular_files_within_its_limit_only(tmp_path):
+    from replication.storage import UnusableFile, read_bytes
+
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    assert read_bytes(path, limit=10) == b"0123456789"
+    with pytest.raises(UnusableFile, match=r"^larger than 9 bytes, the most read from such a file$"):
+        read_bytes(path, limit=9)
+    with pytest.raises(UnusableFile, match=r"^not a regular file but a character device$"):
+        read_bytes("/dev/zero", limit=10)
+    with pytest.raises(UnusableFile, match=r"^not a regular file but a directory$"):
+        read_bytes(tmp_path, limit=10)
+    with pytest.raises(FileNotFoundError):
+        read_bytes(tmp_path / "missing", limit=10)
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "link").symlink_to(path)
+    with pytest.raises(UnusableFile, match=rf"^a symbolic link to {path}, outside {tmp_path / 'inner'}$"):
+        read_bytes(tmp_path / "inner" / "link", limit=10, within=tmp_path / "inner")
+    assert read_bytes(tmp_path / "inner" / "link", limit=10, within=tmp_path) == b"0123456789"

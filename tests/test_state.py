@@ -98,6 +98,8 @@ SPECIFIC = [  # (optimizer, mutation, message)
     ("sabo", _set(["state", "z"], None), r"\['z'\] is None while an ask is pending"),
     ("sabo", _set(["config", "rho"], {"kind": "exec", "code": "0"}), r"rho schedule kind must be one of"),
     ("sabo", _set(["config", "lr"], lambda _: sabo.Constant(0.1)), r"\['lr'\]: Constant is not state data"),
+    ("sabo", _set(["config", "rho"], {"kind": "inv_sqrt", "scale": 5.0, "horizon": 10**400}),
+     r"rho\.horizon must be an integer in \[0, 9223372036854775807\] \(got an integer of about 401 digits\)"),
     ("ingo", _set(["state", "z"], lambda a: a[:, :2]), r"\['z'\] must have shape \(6, 6\)"),
     ("ingo", _set(["config", "shaping"], "softmax"), r"shaping must be one of"),
     ("bes", _set(["state", "x"], lambda a: a * np.nan), r"\['x'\] must be finite"),
@@ -152,6 +154,22 @@ SPECIFIC = [  # (optimizer, mutation, message)
 def test_mutated_optimizer_specific_state_is_refused(name, mutate, message, request):
     prepare(name, request)
     check_refused(name, mutate, message)
+
+
+def test_the_largest_count_a_state_may_hold_still_runs():
+    """nit = 10**400 was restored, and the next ask of a decaying schedule raised OverflowError (sqrt(nit + 1.0));
+    the bound, int64's largest, is one the arithmetic takes."""
+    state = driven("sabo").state_dict()
+    state["config"]["rho"] = {"kind": "inv_sqrt", "scale": 5.0}  # rho_t = 5 / sqrt(t + 1)
+    state["state"]["nit"] = 10**400
+    with pytest.raises(ValueError, match=r"\['nit'\] must be an integer in \[0, 9223372036854775807\]"):
+        AskTellOptimizer.from_state_dict(state)
+    state["state"]["nit"] = 2**63 - 1
+    opt = AskTellOptimizer.from_state_dict(state)
+    for _ in range(2):
+        X = opt.ask()
+        opt.tell(X, np.sum(X**2, axis=1))
+    assert opt.nit == 2**63 and np.all(np.isfinite(opt.mean))
 
 
 def test_other_bit_generators_are_accepted():

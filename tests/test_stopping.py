@@ -145,3 +145,79 @@ def test_ray_tasks_stopped_by_ctrl_c_write_their_checkpoint_first(study):
     assert len(checkpoints) == 2 and all(p.stat().st_mtime > stamp for p in checkpoints), \
         [(p.name, p.stat().st_mtime - stamp) for p in checkpoints]
     assert not list(runs.rglob("*.json"))
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The study's worker processes (multiprocessing also starts a resource tracker)."""
+    return [p for p in children(pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+
+def test_a_killed_worker_is_replaced_and_its_run_resumes_from_its_checkpoint(study):
+    """SIGKILL of one worker (the out-of-memory killer, a user's kill -9) broke the whole process pool: a
+    BrokenProcessPool traceback, exit status 1, and the other worker's run stopped too."""
+    cmd, runs, params_path = study
+    proc = start_and_wait_for_checkpoints(cmd + ["--workers", "2"], runs)
+    killed = worker_pids(proc.pid)[0]
+    os.kill(killed, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    [line] = err.splitlines()
+    assert line.startswith("warning: the worker running d200_N50/") and "died (killed by SIGKILL)" in line, line
+    assert "resumes the run from its checkpoint" in line and "4 runs finished" in out
+    params = load_params(str(params_path), "synthetic", "stoptest")
+    configs = [c for c in get_study("synthetic").configs(params) if c.method == "sabo"
+               and c.problem["name"] in ("levy", "ellipsoid")]
+    records = {c.label: execute(c, runs) for c in configs}
+    [label] = [lab for lab, r in records.items() if r["provenance"]["resumed"]]  # the killed worker's run
+    assert label in line
+    config = next(c for c in configs if c.label == label)
+    assert deterministic_part(records[label]) == deterministic_part(execute(config, runs.parent / "reference"))
+    assert not list(runs.rglob("*.lock"))
+
+
+#: installed as ``sitecustomize`` in a command's Python: at the first import of ``module`` in the process chosen,
+#: it sends SIGINT to the command's process group, as a terminal's Ctrl-C does
+CTRL_C_DURING_IMPORT = """
+import os, signal, sys
+
+_where = os.environ["CTRL_C_IN"]
+_worker = "--multiprocessing-fork" in sys.orig_argv
+
+
+def _hook(event, args):
+    if (event == "import" and args[0] == os.environ["CTRL_C_AT_IMPORT_OF"] and (_where == "worker") == _worker
+            and not os.environ.get("CTRL_C_SENT")):
+        os.environ["CTRL_C_SENT"] = "1"
+        os.killpg(os.getpgrp(), signal.SIGINT)
+
+
+sys.addaudithook(_hook)
+"""
+
+
+@pytest.mark.parametrize("command, where, expected", [
+    ("run", "main", "stopped by SIGINT while starting: nothing was done"),
+    ("run-one", "main", "stopped by SIGINT while starting: nothing was done"),
+    ("run", "worker", "stopped by SIGINT: finished runs are recorded"),
+])
+def test_ctrl_c_while_the_command_or_a_worker_imports_is_one_line(study, tmp_path, command, where, expected):
+    """Importing takes seconds (numpy, matplotlib, ...) before the stop handling is installed, in the command
+    and in each worker it starts: a Ctrl-C then was a KeyboardInterrupt traceback from the import (exit
+    status -2), or one from every worker that was starting. The Ctrl-C arrives at a fixed point: when the
+    process imports the executors (an audit hook sends it)."""
+    cmd, runs, _ = study
+    cmd = cmd + ["--workers", "2"] if command == "run" else \
+        [*cmd[:cmd.index("run")], "run-one", *cmd[cmd.index("run") + 1:cmd.index("ellipsoid")], "--seed", "0",
+         *cmd[cmd.index("ellipsoid") + 1:]]
+    site = tmp_path / "interrupt"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CTRL_C_DURING_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "CTRL_C_IN": where, "CTRL_C_AT_IMPORT_OF": "replication.executors"}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+                          start_new_session=True)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(expected), line
+    if where == "main":
+        assert not runs.exists()

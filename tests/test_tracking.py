@@ -5,6 +5,7 @@ record's wall times, group aggregates that one diverged seed cannot decide (medi
 mean, the median curve), and the comparison page's filter (README.md) landing on the group runs.
 The browser-level check of that page is tests/test_mlflow_ui.py.
 """
+import logging
 import math
 import multiprocessing
 import shutil
@@ -419,6 +420,32 @@ def test_locked_database_gives_up_within_the_timeout(cli, tmp_path, monkeypatch,
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_a_broken_store_is_our_one_warning_not_mlflows_traceback(cli, uri, tmp_path, monkeypatch, capfd):
+    """A store MLflow cannot query (here its experiments table is gone; a locked one fails the same way after
+    MLflow's own wait) made MLflow log SQLAlchemy's error, its SQL and a traceback: 28 to 222 lines around our
+    warning. The library's loggers are kept quiet while we call MLflow, for opening the store and for logging
+    to it once open."""
+    import sqlite3
+    from contextlib import closing
+
+    from replication.cli import SafeLogger
+
+    tracker = Tracker(uri)  # opened while it worked
+    with closing(sqlite3.connect(uri[len("sqlite:///"):])) as db:
+        db.execute("DROP TABLE experiments")
+    logger = SafeLogger(tracker, "later", profile="ci")
+    capfd.readouterr()
+    assert logger(records(tmp_path, n_seeds=1, methods=("ingo",), T=10)[0]) is None
+    logger.summarize()
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 2 and "no such table: experiments" in err[0] and err[1].startswith("warning: 1 records"), err
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # broken before the command opens it
+    rc, out, _ = cli("run", "--quiet")
+    err = capfd.readouterr().err.splitlines()
+    assert rc == 0 and len(err) == 1 and "tracking is off for this command" in err[0], err
+    assert logging.getLogger("sqlalchemy.engine").level == logging.WARNING  # MLflow's own setting, put back
 
 
 def test_lock_file_held_elsewhere_bounds_the_connection(tmp_path):

@@ -15,27 +15,34 @@ give the same files), into ``<out>/bbob/<suite>/``.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from replication import figures
+from replication import bootstrap, figures
 from replication.claims import (
+    INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_RUN,
     REPRODUCED,
+    Region,
+    at_least,
     count_line,
+    decide,
     evaluate,
     load_claims,
     parse_interval,
     render_markdown,
+    straddle_text,
     write_report,
 )
 from replication.config import RunConfig
@@ -60,7 +67,6 @@ COCOPP_FOLDER = "all_methods"   # cocopp names its output folder after the metho
 # the runs' COCO data writes them again
 UNUSED_BY_THE_PAGES = (".pdf", ".tex")
 OFFLINE_PROXY = "http://127.0.0.1:9"   # the discard port: connections are refused at once
-SE_MULTIPLE = 2.0               # "at least as good": not worse by more than 2 standard errors
 
 
 @dataclass
@@ -143,73 +149,132 @@ def _scope(check: dict, ctx: Context) -> str:
     return f"{suite}; {funcs}; {dims}"
 
 
+def _instance_rows(suite: str, dim: int, function: int, n: int) -> np.ndarray:
+    """The bootstrap's resamples of the ``n`` instances (by position, in instance order) of one function at one
+    dimension: shared by every method there (an instance is the same problem for each: paired)."""
+    return bootstrap.draws(f"bbob {suite} d{dim} f{function} instances", n)
+
+
+def _mean_difference(suite: str, runs_a: list[Run], runs_b: list[Run], dim: int):
+    """Solved fraction of ``runs_a`` minus ``runs_b`` at ``dim``, the mean over the (function, instance) pairs both
+    ran: (on the runs, per resample: the functions resampled, then the instances of each, paired), or None when
+    they share no pair."""
+    solved = [{(r.function, r.instance): r.solved for r in runs if r.dim == dim} for runs in (runs_a, runs_b)]
+    by_function = defaultdict(list)
+    for key in sorted(solved[0].keys() & solved[1].keys()):
+        by_function[key[0]].append(solved[0][key] - solved[1][key])
+    if not by_function:
+        return None
+    functions = sorted(by_function)
+    sums = np.stack([np.asarray(by_function[f])[_instance_rows(suite, dim, f, len(by_function[f]))].sum(axis=1)
+                     for f in functions], axis=1)   # (resample, function): the drawn instances' summed difference
+    counts = np.array([len(by_function[f]) for f in functions])
+    pick = bootstrap.draws(f"bbob {suite} d{dim} functions {functions}", len(functions))
+    return (sum(map(sum, by_function.values())) / counts.sum(),
+            np.take_along_axis(sums, pick, axis=1).sum(axis=1) / counts[pick].sum(axis=1))
+
+
 def check_solved_fraction(check, ctx):
-    """Each method of ``a`` against each of ``b``, per dimension: the mean over (function, instance) of
-    the difference in solved fractions, with its standard error. ``relation: ">="``: not worse by more
-    than 2 SE; ``">"``: better by more than 2 SE. Holds when it holds in >= ``min_fraction`` of the
-    (pair, dimension) comparisons."""
+    """Each method of ``a`` against each of ``b``, per dimension: the mean over (function, instance) of the
+    difference in solved fractions, with its bootstrap interval. ``relation: ">="``: the difference is at least
+    0; ``">"``: above 0. The claim's statistic is the difference ``min_fraction`` of the comparisons reach (the
+    smallest when every one must hold), resampled jointly with the others."""
     a, b, rel = check["a"], check["b"], check.get("relation", ">=")
     need = check.get("min_fraction", 1.0)
-    what = "not worse than" if rel == ">=" else "better than"
-    op = (f"solved fraction of each of {', '.join(a)} {what} each of {', '.join(b)} by {SE_MULTIPLE:g} standard errors "
-          f"(paired over function x instance) per dimension, in >= {need:.0%} of comparisons ({_scope(check, ctx)})")
-    comparisons = []   # (label, mean difference, se, holds)
+    region = at_least(0.0) if rel == ">=" else Region(low=0.0, low_closed=False)
+    what = "at least" if rel == ">=" else "above"
+    op = (f"solved fraction of each of {', '.join(a)} minus each of {', '.join(b)} (mean over function x instance, "
+          f"paired) {what} 0 per dimension, in >= {need:.0%} of comparisons ({_scope(check, ctx)})")
+    selected = {m: ctx.select(check, m) for m in {*a, *b}}
+    comparisons = []   # (label, on the runs, per resample)
     for ma in a:
         for mb in b:
-            runs_a = {(r.dim, r.function, r.instance): r.solved for r in ctx.select(check, ma)}
-            runs_b = {(r.dim, r.function, r.instance): r.solved for r in ctx.select(check, mb)}
-            for dim in sorted({k[0] for k in runs_a} & {k[0] for k in runs_b}):
-                keys = [k for k in runs_a if k[0] == dim and k in runs_b]
-                diff = np.array([runs_a[k] - runs_b[k] for k in keys])
-                se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
-                mean = float(diff.mean())
-                holds = mean >= -SE_MULTIPLE * se if rel == ">=" else mean > SE_MULTIPLE * se
-                comparisons.append((f"{ma}-{mb} d{dim}", mean, se, holds))
+            for dim in sorted({r.dim for r in selected[ma]} & {r.dim for r in selected[mb]}):
+                difference = _mean_difference(check.get("suite", "bbob"), selected[ma], selected[mb], dim)
+                if difference is not None:
+                    comparisons.append((f"{ma}-{mb} d{dim}", *difference))
     if not comparisons:
         return NOT_RUN, op, "no dimension where both methods ran"
-    held = sum(c[3] for c in comparisons)
-    meas = (f"{held}/{len(comparisons)} comparisons hold; difference +- SE: "
-            + ", ".join(f"{k} {m:+.3f}+-{s:.3f}" for k, m, s, _ in comparisons))
-    failed = [c for c in comparisons if not c[3]]
-    reason = (f"{len(failed)} of {len(comparisons)} comparisons fail, e.g. "
-              + ", ".join(f"{k} {m:+.3f} (SE {s:.3f})" for k, m, s, _ in failed[:3]))
-    return (REPRODUCED if held / len(comparisons) >= need else NOT_REPRODUCED), op, meas, reason
+    n = len(comparisons)
+    m = math.ceil(need * n)   # the claim holds when the m-th largest difference does
+    measured = bootstrap.interval(np.sort([v for _, v, _ in comparisons])[n - m],
+                                  np.sort(np.stack([x for _, _, x in comparisons], axis=1), axis=1)[:, n - m])
+    verdict = decide(measured, region)
+    each = [(label, bootstrap.interval(v, x)) for label, v, x in comparisons]
+    verdicts = [decide(c, region) for _, c in each]
+    statistic = "smallest difference" if m == n else f"difference at the {need:.0%} point ({m}th largest of {n})"
+    meas = (f"{statistic}: {measured.text(_signed)}; per comparison "
+            + ", ".join(f"{verdicts.count(k)} {k}" for k in (REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED) if k in verdicts)
+            + ": " + ", ".join(f"{label} {c.text(_signed)}" for label, c in each))
+    failed = [f"{label} {c.text(_signed)}" for (label, c), v in zip(each, verdicts) if v != REPRODUCED]
+    more = f", ... ({len(failed) - 3} more)" if len(failed) > 3 else ""
+    reason = (f"{len(failed)} of {n} comparisons not {what} 0 over their whole interval: {', '.join(failed[:3])}{more}"
+              + (f"; {straddle_text(measured, region, _signed)}" if verdict == INCONCLUSIVE else ""))
+    return verdict, op, meas, reason
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def erts(runs: list[Run], rows=None) -> np.ndarray:
+    """COCO's expected running time to each of TARGETS: evaluations of all runs (the budget for the unsuccessful
+    ones) over the number of successful runs, inf when none succeeded. Shape (1, targets), or with ``rows``
+    ((R, n) resamples of the runs, by position) (R, targets)."""
+    spent = np.array([[*r.runtimes, *[r.nfev] * (TARGETS.size - len(r.runtimes))] for r in runs], dtype=float)
+    reached = np.array([[k < len(r.runtimes) for k in range(TARGETS.size)] for r in runs], dtype=float)
+    # how often each run is drawn, so that a resample's sums are one matrix product
+    times = np.ones((1, len(runs))) if rows is None else (rows[:, :, None] == np.arange(len(runs))).sum(axis=1)
+    successes = times @ reached
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(successes > 0, (times @ spent) / successes, np.inf)
 
 
 def ert(runs: list[Run], k: int) -> float:
-    """COCO's expected running time to TARGETS[k]: evaluations of all runs (the budget for the
-    unsuccessful ones) over the number of successful runs; inf when none succeeded."""
-    hits = [r.runtimes[k] for r in runs if len(r.runtimes) > k]
-    spent = sum(hits) + sum(r.nfev for r in runs if len(r.runtimes) <= k)
-    return spent / len(hits) if hits else np.inf
+    """COCO's expected running time to TARGETS[k] (:func:`erts`)."""
+    return float(erts(runs)[0, k])
 
 
 def check_ert_ratio(check, ctx):
-    """ERT of ``a`` over ERT of ``b`` per (dimension, function, target) that both reach at least once;
-    holds when the median of these ratios lies in ``range``."""
+    """ERT of ``a`` over ERT of ``b`` per (dimension, function, target) that both reach at least once; holds when
+    the median of these ratios lies in ``range`` over its whole bootstrap interval (resampled: the (dimension,
+    function) cases, and the instances of each, paired)."""
     a, b, inside = check["a"], check["b"], parse_interval(check["range"])
+    suite = check.get("suite", "bbob")
     op = (f"ERT of {a} / ERT of {b} (COCO's expected running time, evaluations) per dimension, function and "
           f"target reached by both; median in {inside.text} ({_scope(check, ctx)})")
-    cells = defaultdict(lambda: defaultdict(list))   # (dim, function) -> method -> runs
+    cells = defaultdict(lambda: defaultdict(list))   # (dim, function) -> method -> runs, in instance order
     for method in (a, b):
-        for r in ctx.select(check, method):
+        for r in sorted(ctx.select(check, method), key=lambda r: r.instance):
             cells[(r.dim, r.function)][method].append(r)
-    ratios = defaultdict(list)  # dim -> ratios
-    for (dim, _), by_method in sorted(cells.items()):
-        if a not in by_method or b not in by_method:
-            continue
-        for k in range(TARGETS.size):
-            ea, eb = ert(by_method[a], k), ert(by_method[b], k)
-            if np.isfinite(ea) and np.isfinite(eb):
-                ratios[dim].append(ea / eb)
-    every = [x for v in ratios.values() for x in v]
+    cases = [(key, by_method[a], by_method[b]) for key, by_method in sorted(cells.items())
+             if a in by_method and b in by_method]
+
+    def ratios(runs_a, runs_b, rows_a, rows_b) -> np.ndarray:
+        ea, eb = erts(runs_a, rows_a), erts(runs_b, rows_b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(np.isfinite(ea) & np.isfinite(eb), ea / eb, np.nan)
+
+    on_runs = {key: ratios(ra, rb, None, None)[0] for key, ra, rb in cases}
+    every = [x for v in on_runs.values() for x in v if not np.isnan(x)]
     if not every:
         return NOT_RUN, op, "no (dimension, function, target) reached by both methods"
-    median = float(np.median(every))
-    meas = (f"median ratio {median:.2f} over {len(every)} (dimension, function, target) cells; per dimension: "
-            + ", ".join(f"d{d} {np.median(v):.2f} ({len(v)})" for d, v in sorted(ratios.items())))
-    reason = f"median ratio {median:.2f}, outside {inside.text}"
-    return (REPRODUCED if inside(median) else NOT_REPRODUCED), op, meas, reason
+    resampled = np.stack([ratios(ra, rb, _instance_rows(suite, d, f, len(ra)), _instance_rows(suite, d, f, len(rb)))
+                          for (d, f), ra, rb in cases], axis=1)   # (resample, case, target)
+    pick = bootstrap.draws(f"bbob {suite} ert cases {[key for key, _, _ in cases]}", len(cases))
+    picked = np.take_along_axis(resampled, pick[..., None], axis=1).reshape(len(pick), -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # a resample whose cases reach no common target: NaN
+        measured = bootstrap.interval(float(np.median(every)), np.nanmedian(picked, axis=1))
+    verdict = decide(measured, inside)
+    per_dim = defaultdict(list)
+    for (d, _), v in on_runs.items():
+        per_dim[d] += [x for x in v if not np.isnan(x)]
+    meas = (f"median ratio {measured.text()} over {len(every)} (dimension, function, target) cells; per dimension: "
+            + ", ".join(f"d{d} {np.median(v):.2f} ({len(v)})" for d, v in sorted(per_dim.items()) if v))
+    reason = (f"median ratio {measured.value:.2f}, outside {inside.text}" if verdict == NOT_REPRODUCED else
+              straddle_text(measured, inside))
+    return verdict, op, meas, reason
 
 
 CHECKERS = {"solved_fraction": check_solved_fraction, "ert_ratio": check_ert_ratio}
@@ -395,8 +460,12 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
            "f - f_opt = 10^2 ... 10^-8 (the end point of the runtime ECDFs below; best per row in bold):", ""]
     md += solved_table(runs, methods) if runs else ["not run"]
     md += ["", "## Claims", "", count_line(verdicts), "", render_markdown(verdicts), "",
-           f"\"Not worse\" allows a mean difference down to -{SE_MULTIPLE:g} standard errors of the paired "
-           "differences over (function, instance); \"better\" needs more than +2 standard errors.", "",
+           bootstrap.method_note(
+               "the functions a statistic aggregates (a solved-fraction difference is a mean over functions, the ERT "
+               "ratio a median over (dimension, function) cases), and the instances of each function, drawn once per "
+               "resample and shared by the methods compared (an instance is the same problem for each). A claim over "
+               "several comparisons (method pairs, dimensions) is decided on the difference the required share of "
+               "them reaches (the smallest when every one must hold), resampled jointly."), "",
            *_coverage_lines(profile, prof, records),
            "## Runtime ECDFs", "", "![runtime ECDFs](figures/bbob_ecdf.png)", "",
            "From the records: the fraction of (function, target, instance) triples solved within x d evaluations "
