@@ -24,7 +24,7 @@ import sabo.protocol
 from baselines.plugins import PluginError
 from replication import executors
 from replication.cli import main
-from replication.engine import execute, record_path
+from replication.engine import execute, kept_path, record_path
 from replication.errors import UsageError
 from replication.params import validate_params
 from replication.storage import quarantined_files, read_state, write_state
@@ -328,6 +328,7 @@ def test_no_saved_state_or_checkpoint_can_make_a_module_be_imported(isolated, tm
         assert record["provenance"]["resumed"] == 0 and record["result"]["status"] == "completed"
         assert module not in sys.modules and name not in baselines.REGISTRY
         record_path(tmp_path / "runs", cfg).unlink()
+        kept_path(tmp_path / "runs", cfg).unlink()  # not put back from runs/.kept: the run must start afresh
         ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=10)
     assert len(quarantined_files(tmp_path / "runs")) == 2
 
