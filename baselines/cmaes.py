@@ -98,6 +98,12 @@ FORBIDDEN_OPTIONS = {
     "CMA_sampler_options": "a custom sampler is not given the optimizer's generator",
 }
 
+# pycma option -> why it cannot act under ask/tell (pycma would ignore it without a word: its warnings are off)
+INERT_OPTIONS = {
+    "eval_final_mean": "only cma.fmin evaluates the final mean; the suite evaluates the mean itself",
+    "CMA_dampsvec_fade": "pycma does not read it",
+}
+
 
 def pycma_default_popsize(dim: int) -> int:
     """pycma's default population size 4 + floor(3 ln d) (not INGO's even rule,
@@ -135,7 +141,9 @@ class CMAES(TellReplay, AskTellOptimizer):
     options : dict or None
         Further ``cma.CMAOptions`` passed to pycma unchanged (e.g. ``{"CMA_diagonal": True}``,
         ``{"bounds": [lb, ub]}``). Unknown keys and the keys of :data:`FORBIDDEN_OPTIONS`
-        (which would break RNG isolation, silence or our bookkeeping) raise ``ValueError``.
+        (which would break RNG isolation, silence or our bookkeeping) raise ``ValueError``, and so
+        do options that cannot act under ask/tell, where pycma would ignore them without a word
+        (its warnings are silenced here): :data:`INERT_OPTIONS` and ``CMA_elitist="initial"``.
     nonfinite : {"raise", "worst"}
         See :class:`sabo.protocol.AskTellOptimizer`.
 
@@ -166,6 +174,10 @@ class CMAES(TellReplay, AskTellOptimizer):
             raise ValueError(f"options: CMA_diagonal must be True or 0 (got {shown(diagonal)}): after a number of "
                              "diagonal iterations pycma switches to a full-covariance sampler that draws from "
                              "NumPy's global RNG")
+        if self._cma.opts["CMA_elitist"] == "initial":
+            raise ValueError("options: CMA_elitist='initial' cannot act under ask/tell: it needs f(x0) as es.f0, which "
+                             "only cma.fmin evaluates (pycma would warn and ignore it); CMA_elitist=True keeps the "
+                             "best solution so far")
         self._stats.update(sigma=float(self._cma.sigma), stop={})
         self._told: list[np.ndarray] = []  # values of every completed tell, replayed on restore
         self._mean_after_tell = np.array(self._cma.mean, dtype=np.float64)
@@ -233,6 +245,8 @@ class CMAES(TellReplay, AskTellOptimizer):
                                  "see cma.CMAOptions()")
             if name in FORBIDDEN_OPTIONS:
                 raise ValueError(f"options may not set {name!r}: {FORBIDDEN_OPTIONS[name]}")
+            if name in INERT_OPTIONS:
+                raise ValueError(f"options: {name!r} cannot act under ask/tell: {INERT_OPTIONS[name]}")
             if name in checked:
                 raise ValueError(f"options sets {name!r} twice (as {key!r} and another spelling)")
             checked[name] = value
@@ -248,6 +262,11 @@ class CMAES(TellReplay, AskTellOptimizer):
     def sigma(self) -> float:
         """pycma's overall step size sigma."""
         return float(self._es.sigma)
+
+    @property
+    def stds(self) -> np.ndarray:
+        """pycma's ``stds``: sigma times the square root of C's diagonal (``result.stds``, as pycma's own)."""
+        return np.array(self._es.stds, dtype=np.float64)
 
     @classmethod
     def cost_per_iteration(cls, dim: int, popsize: int) -> float:

@@ -48,11 +48,13 @@ Deviations from using Nevergrad directly: the random streams (seeded as above, n
 global state); values are told in batches of ``popsize``; algorithms that do not accept parallel
 asks (``no_parallelization``, e.g. NelderMead, Cobyla, SQP: scipy driven from a thread) are
 refused. Nevergrad itself clips told losses above 5e20 to 5e20 (with a ``LossTooLargeWarning``).
-Known limitation (nevergrad 1.0.12 with NumPy 2.4): where NGOpt chooses MetaModel (small d, or
-many workers per dimension; README, "Baselines"), the surrogate step calls ``float()`` on a
-1-element array, which NumPy 2.4 refuses (``TypeError``): ``nevergrad:NGOpt`` then fails after a
-few batches (a ``RuntimeError`` here). The default member is therefore ``DiagonalCMA``, which runs
-at every d.
+Known limitation (nevergrad 1.0.12 with NumPy 2.4): MetaModel's surrogate step calls ``float()``
+on a 1-element array, which NumPy 2.4 refuses (``TypeError``), so a run of MetaModel fails a few
+batches in. An optimizer that is or chooses MetaModel (``nevergrad:NGOpt`` at small d, or with
+many workers per dimension; README, "Baselines") is therefore refused when it is built, in one
+line, under a NumPy that refuses such a ``float()`` (:func:`refuses_metamodel`): a study stops
+before its first run (the engine builds every method once up front), not hours in. The default
+member is ``DiagonalCMA``, which runs at every d.
 """
 from __future__ import annotations
 
@@ -81,6 +83,36 @@ def nevergrad_module():
         raise ImportError("the Nevergrad adapter needs the nevergrad package: "
                           "pip install 'sabo-bench[nevergrad]'") from exc
     return nevergrad
+
+
+def numpy_refuses_float_of_arrays() -> bool:
+    """Whether this NumPy refuses ``float()`` of a 1-element array (NumPy 2.4 does; MetaModel relies on it)."""
+    try:
+        float(np.array([1.0]))
+    except TypeError:
+        return True
+    return False
+
+
+def refuses_metamodel(optimizer, algorithm: str, where: str) -> None:
+    """``ValueError`` (one line) if the Nevergrad ``optimizer`` is or has chosen MetaModel (NGOpt's choice is its
+    ``optim``) and this NumPy refuses what MetaModel's surrogate step does (:func:`numpy_refuses_float_of_arrays`)."""
+    from nevergrad.optimization.optimizerlib import _MetaModel
+
+    chosen, seen = optimizer, set()
+    while chosen is not None and id(chosen) not in seen:
+        seen.add(id(chosen))
+        if isinstance(chosen, _MetaModel):
+            if numpy_refuses_float_of_arrays():
+                import nevergrad
+
+                raise ValueError(f"algorithm {algorithm!r} runs Nevergrad's MetaModel here ({where}), whose surrogate "
+                                 f"step calls float() on a 1-element array, which NumPy {np.__version__} refuses: the "
+                                 f"run would fail a few batches in (nevergrad {nevergrad.__version__}); use another "
+                                 "member (nevergrad:DiagonalCMA, the default, or nevergrad:CMA), or a setting where "
+                                 "NGOpt chooses another optimizer (it decides by d, popsize and budget)")
+            return
+        chosen = getattr(chosen, "optim", None)
 
 
 class Nevergrad(TellReplay, AskTellOptimizer):
@@ -164,6 +196,8 @@ class Nevergrad(TellReplay, AskTellOptimizer):
         with self._isolated():
             self._ng = ng.optimizers.registry[self._algorithm](parametrization=parametrization, budget=self._budget,
                                                                num_workers=self._popsize)
+            refuses_metamodel(self._ng, self._algorithm, f"d = {self._dim}, popsize {self._popsize}, budget "
+                                                         f"{self._budget}")
 
     @contextlib.contextmanager
     def _isolated(self, *, keep: bool = True):

@@ -532,14 +532,14 @@ def rounded(obj, digits: int = 6):
     return obj
 
 
-def git_commit() -> str:
-    """HEAD's short hash, with "+local changes" when the code this script runs differs from it."""
+def git_commit(script: str = "benchmarks/rho_sensitivity.py") -> str:
+    """HEAD's short hash, with "+local changes" when the code ``script`` runs differs from it."""
     def git(*cmd):
         return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
     try:
         head = git("rev-parse", "--short", "HEAD")
-        changed = git("status", "--porcelain", "--", "benchmarks/rho_sensitivity.py", "sabo", "baselines",
+        changed = git("status", "--porcelain", "--", script, "sabo", "baselines",
                       "replication")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -55,9 +55,25 @@ FALLBACK_MARKERS = ("p", "<", ">", "d", "H", "8", "+", "1")
 _fallback_slots: dict[str, int] = {}  # method without an entry -> its slot, fixed at its first request
 
 
+def declared(method: str) -> type | None:
+    """The optimizer class registered as ``method`` (an installed plugin's is loaded), whose ``display_name`` and
+    ``color`` a method without an entry in :data:`METHOD_STYLE` is shown with; None for a label that is no
+    registry name (``sabo_inverse``, ``zero_shot``) or a plugin that cannot be loaded."""
+    import baselines
+
+    try:
+        return baselines.find(method)
+    except baselines.PluginError:
+        return None
+
+
 def method_label(method: str) -> str:
-    """The method's name in plain text (Markdown tables)."""
-    return METHOD_STYLE[method][0] if method in METHOD_STYLE else method
+    """The method's name in plain text (Markdown tables): :data:`METHOD_STYLE`'s, else the ``display_name`` its
+    class declares, else ``method``."""
+    if method in METHOD_STYLE:
+        return METHOD_STYLE[method][0]
+    cls = declared(method)
+    return cls.display_name if cls is not None and cls.display_name else method
 
 
 def grid_text(grid: dict | None) -> str:
@@ -71,15 +87,18 @@ def grid_text(grid: dict | None) -> str:
 def style(method: str) -> dict:
     """Keyword arguments of ``Axes.plot`` for ``method``: mathtext label, colour, marker, line style.
 
-    A method without an entry (e.g. one a user registered) gets a colour of :data:`FALLBACK_COLORS`
-    and a marker of :data:`FALLBACK_MARKERS`, so it is still distinguishable from the known methods
-    and from other such methods (:func:`_fallback_slot`)."""
+    A method without an entry (e.g. one a user registered) is labelled and coloured as its class
+    declares (``display_name``, ``color``: :class:`sabo.protocol.AskTellOptimizer`); what it does not
+    declare comes from :data:`FALLBACK_COLORS` and :data:`FALLBACK_MARKERS`, so it is still
+    distinguishable from the known methods and from other such methods (:func:`_fallback_slot`)."""
     if method in METHOD_STYLE:
         _, tex, color, marker, ls = METHOD_STYLE[method]
         return {"label": tex, "color": color, "marker": marker, "linestyle": ls}
+    cls = declared(method)
     slot, n = _fallback_slot(method), len(FALLBACK_COLORS)
-    return {"label": method, "color": FALLBACK_COLORS[slot % n], "marker": FALLBACK_MARKERS[(slot + slot // n) % n],
-            "linestyle": "-"}
+    return {"label": method_label(method), "color": (cls.color if cls is not None and cls.color else
+                                                     FALLBACK_COLORS[slot % n]),
+            "marker": FALLBACK_MARKERS[(slot + slot // n) % n], "linestyle": "-"}
 
 
 def _fallback_slot(method: str) -> int:

@@ -83,6 +83,11 @@ class GaussianSearch(AskTellOptimizer):
         """Diagonal of Sigma_t."""
         return self._sigma2.copy()
 
+    @property
+    def stds(self) -> np.ndarray:
+        """sqrt(diag Sigma_t), the per-coordinate standard deviations (``result.stds``)."""
+        return np.sqrt(self._sigma2)
+
     def _sample(self, mu: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
         """Draw z ~ N(0, I) (kept for the estimator) and return the population; centre last."""
         self._z = self._rng.standard_normal((self._popsize, self._dim))

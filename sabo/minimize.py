@@ -1,11 +1,20 @@
 """Drive any ask/tell optimizer on a vectorised objective; ``sabo.minimize`` for SABO itself, scipy-style.
 
 ``sabo.minimize(fun, x0, args=(), *, bounds=None, vectorized=False, ...)`` follows
-``scipy.optimize.minimize``'s conventions where they apply: ``fun(x, *args) -> float`` on one
-point by default (``vectorized=True``: ``fun(X, *args)`` on a population ``(n, d) -> (n,)``, one
-call per ask, which the mini-batch contract of Algorithm 2 needs), ``bounds`` as a sequence of
-``(low, high)`` pairs (``None`` for no bound) or a ``scipy.optimize.Bounds``, and the result as an
-:class:`OptimizeResult`.
+``scipy.optimize.minimize``'s conventions, and is a custom method of it:
+``scipy.optimize.minimize(fun, x0, method=sabo.minimize, tol=..., options={"maxiter": ..., "popsize": ...})``.
+``fun(x, *args) -> float`` on one point by default (``vectorized=True``: ``fun(X, *args)`` on a
+population ``(n, d) -> (n,)``, one call per ask, which the mini-batch contract of Algorithm 2
+needs), ``args`` a tuple (anything else is one argument, as in scipy), ``bounds`` as a sequence of
+``(low, high)`` pairs (``None`` for no bound) or a ``scipy.optimize.Bounds``, ``maxiter``/``maxfev``
+and ``tol`` as scipy's, ``callback(intermediate_result)`` or ``callback(xk)`` (a true return value
+or ``StopIteration`` ends the run), derivatives (``jac``, ``hess``, ``hessp``) accepted and not
+used, and the result a ``scipy.optimize.OptimizeResult`` whose ``success`` means converged.
+
+Convergence (:meth:`sabo.protocol.AskTellOptimizer.stop`): the run ends successfully once the
+values of a told population span at most ``ftol`` or the population spans at most ``xtol`` in
+every coordinate (the search has contracted around its mean); a budget (``max_iter``,
+``max_nfev``) or the callback ends it unsuccessfully, as scipy's methods report reaching maxiter.
 
 Bounds (not in the paper; a deviation named in the README): SABO's search distribution lives on
 R^d, as always, and each sample x is evaluated at its *reflection* into the box, F(T(x)), where
@@ -13,20 +22,22 @@ T folds every coordinate back at the bounds (:func:`reflect`: identity inside th
 at each bound, period 2 (high - low) when both are finite). F is therefore never evaluated
 outside the box, and SABO minimises E[F(T(x))] over the unbounded Gaussian instead of E[F(x)]: the
 KL ball of the perturbation and the update are those of the unfolded distribution. The reported
-points (``x``, ``x_best``, the history's means) are T of the optimizer's points; ``callback(opt)``
-sees the optimizer itself, whose ``opt.mean`` is unfolded (``reflect(opt.mean, low, high)`` maps
-it into the box). Nevergrad's ``"bouncing"`` bounds and pycma's default boundary handling fold
+points (``x``, ``x_best``, the history's means, the callback's ``x``) are T of the optimizer's
+points; ``intermediate_result.optimizer.mean`` is the unfolded mean (``reflect(opt.mean, low, high)``
+maps it into the box). Nevergrad's ``"bouncing"`` bounds and pycma's default boundary handling fold
 likewise; clipping would make F flat outside the box, with nothing to pull the mean back.
 """
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 
 import numpy as np
+import scipy.optimize
 
-from .protocol import AskTellOptimizer, check_iteration_advanced, checked_mean
-from .validation import as_real_array, check_int, check_x0, did_you_mean
+from .protocol import DEFAULT_FTOL, DEFAULT_XTOL, AskTellOptimizer, check_iteration_advanced, checked_mean
+from .validation import as_real_array, check_int, check_positive, check_x0, did_you_mean
 
 #: With ``bounds`` and no ``sigma0``, ``sigma0 = BOX_SIGMA0 * (high - low)`` in each coordinate bounded on
 #: both sides (1.0 elsewhere), pycma's rule of thumb for a box.
@@ -37,18 +48,24 @@ BOX_SIGMA0 = 0.25
 #: Wider boxes are refused; an explicit ``sigma0`` is not limited by this.
 MAX_BOX_SIGMA0 = 1e150
 
+#: Without ``max_iter``/``maxiter`` or ``max_nfev``/``maxfev``, :func:`minimize` stops at this many evaluations
+#: per coordinate (COCO's budgets are counted so; scipy's Nelder-Mead allows 200 d), or earlier at convergence.
+DEFAULT_EVALS_PER_DIM = 1000
+
+#: ``status`` -> ``message``, the codes of scipy's Nelder-Mead (0 success, 1 maxfev, 2 maxiter, 99 callback).
 STATUS_MESSAGES = {
-    0: "maximum number of iterations reached",
+    0: "converged: {conditions}",
     1: "maximum number of function evaluations reached",
-    2: "stopped by callback",
+    2: "maximum number of iterations reached",
+    99: "stopped by the callback",
 }
 
 
-class OptimizeResult(dict):
-    """Outcome of :func:`run` / :func:`minimize`, used like ``scipy.optimize.OptimizeResult``.
+class OptimizeResult(scipy.optimize.OptimizeResult):
+    """Outcome of :func:`run` / :func:`minimize`: a ``scipy.optimize.OptimizeResult``.
 
-    A dict whose keys are also attributes (``res.x is res["x"]``, ``res.keys()``), as scipy's
-    is, so code written for scipy's optimizers reads it unchanged.
+    A dict whose keys are also attributes (``res.x is res["x"]``, ``res.keys()``), scipy's own
+    class with a shorter ``repr``, so code written for scipy's optimizers reads it unchanged.
 
     - ``x``: the final mean of the search distribution (the method's estimate), and
       ``fun = F(x)``, evaluated once at the end and included in ``nfev``.
@@ -59,26 +76,17 @@ class OptimizeResult(dict):
       ``opt.x_best``/``opt.f_best`` cover the told candidates only. On a noisy or mini-batch
       objective ``fun_best`` is a lucky draw; ``x`` is the estimate to use.
     - ``nit``, ``nfev``: iterations and function evaluations.
-    - ``success``: True. A run stops only on a budget or the callback, both normal ends; a
-      failure (bad input, non-finite values or state) raises instead of returning a result.
-    - ``status``, ``message``: why it stopped (:data:`STATUS_MESSAGES`).
+    - ``success``: True when the run converged (``status`` 0: a tolerance of
+      :meth:`~sabo.protocol.AskTellOptimizer.stop` held), False when a budget or the callback
+      ended it, as scipy reports reaching ``maxiter``; a failure (bad input, non-finite values or
+      state) raises instead of returning a result.
+    - ``status``, ``message``: why it stopped (:data:`STATUS_MESSAGES`: 0 converged, 1 maxfev,
+      2 maxiter, 99 callback, scipy's codes).
     - ``history``: one record per completed iteration, ``{"nit", "nfev", "f_best", "mean"}``
       (``mean`` is a copy of the mean after that iteration, so errors such as ||mean - x*|| can
       be computed afterwards).
     - ``stats``: the optimizer's statistics (e.g. SABO's safeguard counts).
     """
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    __setattr__ = dict.__setitem__
-    __delattr__ = dict.__delitem__
-
-    def __dir__(self):
-        return list(self.keys())
 
     def __repr__(self):
         """The scalars and ``x``'s shape: the history holds a mean per iteration, too long to print."""
@@ -97,15 +105,18 @@ def _evaluate(fun: Callable, X: np.ndarray) -> np.ndarray:
 
 
 def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_iter: int | None = None,
-        max_nfev: int | None = None, callback: Callable[[AskTellOptimizer], bool] | None = None,
-        record_mean: bool = True) -> OptimizeResult:
-    """Run ``opt`` on ``fun((n, d) array) -> (n,) array`` until a budget is spent.
+        max_nfev: int | None = None, ftol: float | None = None, xtol: float | None = None,
+        callback: Callable[[AskTellOptimizer], bool] | None = None, record_mean: bool = True) -> OptimizeResult:
+    """Run ``opt`` on ``fun((n, d) array) -> (n,) array`` until it converges or a budget is spent.
 
     ``fun`` is called exactly once per ask with the whole population, so an objective that
     draws a fresh data batch per call satisfies the mini-batch contract of ``sabo.protocol``.
-    The run stops before an ask whose evaluation (plus the final evaluation of ``x``) would
-    exceed ``max_nfev``, after ``max_iter`` iterations, or when ``callback(opt)`` returns a
-    true value (checked after every completed iteration).
+    After every completed iteration, ``callback(opt)`` is called (a true return value or
+    ``StopIteration`` ends the run: status 99), then the tolerances are checked
+    (``opt.stop(ftol=ftol, xtol=xtol)``; None leaves one out, both None: no convergence test):
+    once one holds the run has converged (status 0, ``success`` True). Otherwise it stops before
+    an ask whose evaluation (plus the final evaluation of ``x``) would exceed ``max_nfev``
+    (status 1), or after ``max_iter`` iterations (status 2).
 
     Every optimizer declares how many ask/tell rounds one iteration takes
     (``rounds_per_iteration``: 1, SABO's 2). If ``opt.nit`` has not advanced after that many
@@ -124,9 +135,12 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
         check_int("max_iter", max_iter, minimum=0)
     if max_nfev is not None:
         check_int("max_nfev", max_nfev, minimum=1)
+    for name, tol in (("ftol", ftol), ("xtol", xtol)):
+        if tol is not None:
+            check_positive(name, tol, allow_zero=True)
     history: list[dict] = []
     start_nit = opt.nit
-    status = 0
+    status, converged = 2, {}
     stalled = 0  # ask/tell rounds in a row after which opt.nit had not advanced
     while max_iter is None or opt.nit - start_nit < max_iter:
         X = opt.ask()
@@ -146,9 +160,14 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
             if record_mean:
                 record["mean"] = checked_mean(opt)
             history.append(record)
-            if callback is not None and callback(opt):
-                status = 2
+            if callback is not None and _stops(callback, opt):
+                status = 99
                 break
+            if ftol is not None or xtol is not None:
+                converged = opt.stop(ftol=ftol, xtol=xtol)
+                if converged:
+                    status = 0
+                    break
         else:
             stalled += 1
             check_iteration_advanced(opt, stalled)
@@ -156,9 +175,19 @@ def run(opt: AskTellOptimizer, fun: Callable[[np.ndarray], np.ndarray], *, max_i
     fx = float(_evaluate(fun, x[None, :])[0])
     # F(x) is an evaluation of the run (counted in nfev), so x competes for the best point
     x_best, fun_best = (x.copy(), fx) if fx < opt.f_best else (opt.x_best, opt.f_best)
+    message = STATUS_MESSAGES[status].format(
+        conditions=" and ".join(f"{'the values span' if k == 'ftol' else 'the population spans'} at most {k} = {v:g}"
+                                for k, v in converged.items()))
     return OptimizeResult(x=x, fun=fx, x_best=x_best, fun_best=fun_best, nit=opt.nit, nfev=opt.nfev + 1,
-                          success=True, status=status, message=STATUS_MESSAGES[status], history=history,
-                          stats=opt.stats)
+                          success=status == 0, status=status, message=message, history=history, stats=opt.stats)
+
+
+def _stops(callback: Callable, argument) -> bool:
+    """Whether ``callback(argument)`` ends the run: it returned a true value or raised ``StopIteration`` (scipy's)."""
+    try:
+        return bool(callback(argument))
+    except StopIteration:
+        return True
 
 
 def reflect(X, low, high) -> np.ndarray:
@@ -229,53 +258,150 @@ def _per_point(fun: Callable, args: tuple) -> Callable[[np.ndarray], np.ndarray]
     return vectorised
 
 
-def minimize(fun: Callable, x0, args=(), *, bounds=None, vectorized: bool = False, max_iter: int | None = None,
-             max_nfev: int | None = None, callback=None, record_mean: bool = True, **options) -> OptimizeResult:
-    """Minimise ``fun`` with :class:`sabo.SABO` built from ``x0`` and ``options``; see :func:`run`.
+#: scipy's names for :func:`minimize`'s budgets (``options={"maxiter": ...}`` reaches a custom method as keywords)
+SCIPY_ALIASES = {"maxiter": "max_iter", "maxfev": "max_nfev"}
 
-    ``fun(x, *args) -> float`` takes one point of shape (d,) (scipy's convention), or, with
-    ``vectorized=True``, ``fun(X, *args)`` takes a population (n, d) and returns its n values,
-    once per ask (Algorithm 2's mini-batch contract needs this form: one batch per call).
-    ``bounds``: ``(low, high)`` per coordinate (``None``: unbounded) or a ``scipy.optimize.Bounds``;
-    samples are evaluated at their reflection into the box (module docstring: a deviation from
-    the paper), and ``x``, ``x_best`` and the history's means are reported in the box. ``x0``
-    must lie within the bounds; ``sigma0`` defaults to :data:`BOX_SIGMA0` times each bounded
-    coordinate's width (SABO's 1.0 would spread the samples over several folds of a unit box; a width
-    whose default would exceed :data:`MAX_BOX_SIGMA0` is refused: give ``sigma0`` then).
+
+def _scipy_options(options, settings: dict, explicit: dict) -> tuple[dict, dict]:
+    """``explicit`` (:func:`minimize`'s own keyword arguments) and ``settings`` (the others) after folding in scipy's
+    ``options`` dict and its names ``maxiter``/``maxfev``; a value given twice raises ``TypeError``."""
+    if options is not None:
+        if not isinstance(options, dict):
+            raise TypeError(f"options must be a dict of keyword arguments (got {type(options).__name__})")
+        twice = sorted(set(options) & set(settings))
+        if twice:
+            raise TypeError(f"minimize() got {', '.join(map(repr, twice))} both as keyword(s) and in options")
+        settings = {**settings, **options}
+    settings = dict(settings)
+    for alias, name in SCIPY_ALIASES.items():
+        if alias in settings:
+            if name in settings or explicit[name] is not _DEFAULTS[name]:
+                raise TypeError(f"minimize() got both {name!r} and scipy's {alias!r}; give one")
+            settings[name] = settings.pop(alias)
+    out = dict(explicit)
+    for name in explicit:
+        if name in settings:
+            if explicit[name] is not _DEFAULTS[name]:
+                raise TypeError(f"minimize() got {name!r} twice: as a keyword and in options")
+            out[name] = settings.pop(name)
+    return out, settings
+
+
+def _scipy_callback(callback: Callable, low, high) -> Callable[[AskTellOptimizer], bool]:
+    """``run``'s ``callback(opt)`` calling a scipy-style ``callback``: ``callback(intermediate_result)`` when that is
+    its only parameter's name (scipy's rule), else ``callback(xk)``, with the mean (folded into the box)."""
+    try:
+        parameters = set(inspect.signature(callback).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature: the old-style callback(xk)
+        parameters = set()
+
+    def per_iteration(opt: AskTellOptimizer):
+        x = checked_mean(opt) if low is None else reflect(checked_mean(opt), low, high)
+        if parameters == {"intermediate_result"}:
+            x_best = opt.x_best if low is None else reflect(opt.x_best, low, high)
+            return callback(intermediate_result=OptimizeResult(x=x, x_best=x_best, fun_best=opt.f_best, nit=opt.nit,
+                                                               nfev=opt.nfev, optimizer=opt))
+        return callback(x)
+    return per_iteration
+
+
+def minimize(fun: Callable, x0, args=(), *, bounds=None, vectorized: bool = False, max_iter: int | None = None,
+             max_nfev: int | None = None, tol: float | None = None, ftol: float | None = None,
+             xtol: float | None = None, callback=None, record_mean: bool = True, options: dict | None = None,
+             jac=None, hess=None, hessp=None, constraints=(), disp: bool = False, **settings) -> OptimizeResult:
+    """Minimise ``fun`` with :class:`sabo.SABO` built from ``x0`` and ``settings``; see :func:`run`.
+
+    A custom method of ``scipy.optimize.minimize`` (``method=sabo.minimize``), and callable the same way directly:
+
+    - ``fun(x, *args) -> float`` takes one point of shape (d,), or, with ``vectorized=True``,
+      ``fun(X, *args)`` takes a population (n, d) and returns its n values, once per ask
+      (Algorithm 2's mini-batch contract needs this form: one batch per call). ``args`` is a tuple;
+      anything else is passed as one argument, as scipy does.
+    - ``bounds``: ``(low, high)`` per coordinate (``None``: unbounded) or a ``scipy.optimize.Bounds``;
+      samples are evaluated at their reflection into the box (module docstring: a deviation from
+      the paper), and ``x``, ``x_best``, the history's means and the callback's ``x`` are reported
+      in the box. ``x0`` must lie within the bounds; ``sigma0`` defaults to :data:`BOX_SIGMA0` times
+      each bounded coordinate's width (SABO's 1.0 would spread the samples over several folds of a
+      unit box; a width whose default would exceed :data:`MAX_BOX_SIGMA0` is refused: give
+      ``sigma0`` then). ``constraints`` other than none are refused (SABO handles bounds only).
+    - Budget: ``max_iter`` (scipy's ``maxiter``) iterations, ``max_nfev`` (``maxfev``) evaluations;
+      neither given: ``max_nfev`` = :data:`DEFAULT_EVALS_PER_DIM` d.
+    - Convergence: ``ftol`` and ``xtol`` (default ``tol``, else pycma's 1e-11:
+      :meth:`~sabo.protocol.AskTellOptimizer.stop`); ``success`` is True when one held.
+    - ``callback(intermediate_result)`` (scipy's rule: that parameter name alone) receives an
+      :class:`OptimizeResult` with ``x`` (the mean), ``x_best``, ``fun_best``, ``nit``, ``nfev`` and
+      ``optimizer`` (F(x) is not evaluated per iteration: it would cost an evaluation), any other
+      callback ``callback(xk)`` the mean; either ends the run by returning a true value or raising
+      ``StopIteration``.
+    - ``jac``, ``hess``, ``hessp``: accepted, not used (SABO uses no derivatives; a ``RuntimeWarning``
+      says so, as scipy's derivative-free methods do); ``jac=True`` (``fun`` returns ``(f, g)``)
+      uses ``f``. ``disp=True`` prints the outcome, as scipy's methods.
+    - ``options``: a dict of the keyword arguments above and SABO's, scipy's way.
+
     Any other keyword argument must be one of SABO's (``sigma0``, ``popsize``, ``lr``, ``rho``, ...);
-    an unknown one raises ``TypeError`` suggesting the closest names (``maxiter``: ``max_iter``).
+    an unknown one raises ``TypeError`` suggesting the closest names (``Popsize``: ``popsize``).
     """
     from .sabo import SABO
 
+    own = [p for p in inspect.signature(minimize).parameters if p not in ("fun", "x0", "settings")]
     sabo_options = [p for p in inspect.signature(SABO).parameters if p != "x0"]
-    unknown = [key for key in options if key not in sabo_options]
+    explicit, settings = _scipy_options(options, settings, {
+        "max_iter": max_iter, "max_nfev": max_nfev, "tol": tol, "ftol": ftol, "xtol": xtol, "vectorized": vectorized,
+        "record_mean": record_mean, "disp": disp})
+    max_iter, max_nfev, tol, ftol, xtol, vectorized, record_mean, disp = explicit.values()
+    unknown = [key for key in settings if key not in sabo_options]
     if unknown:
-        own = [p for p in inspect.signature(minimize).parameters if p not in ("fun", "x0", "options")]
         wrong = ", ".join(f"{key!r}{did_you_mean(key, own + sabo_options)}" for key in unknown)
-        raise TypeError(f"minimize() got unexpected keyword argument(s) {wrong}; its own are {', '.join(own)}, and "
-                        f"SABO's options are {', '.join(sabo_options)}")
+        raise TypeError(f"minimize() got unexpected keyword argument(s) {wrong}; its own are {', '.join(own)} (and "
+                        f"scipy's maxiter, maxfev), and SABO's options are {', '.join(sabo_options)}")
     if not isinstance(vectorized, (bool, np.bool_)):
         raise ValueError(f"vectorized must be True or False (got {vectorized!r})")
-    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
-    objective = (lambda X: fun(X, *args)) if vectorized else _per_point(fun, args)
-    if bounds is None:
-        return run(SABO(x0, **options), objective, max_iter=max_iter, max_nfev=max_nfev, callback=callback,
-                   record_mean=record_mean)
+    if not (constraints is None or isinstance(constraints, (list, tuple, dict)) and len(constraints) == 0):
+        raise ValueError("SABO handles bounds, not constraints: pass bounds=..., or add a penalty to fun "
+                         f"(got constraints={constraints!r})")
+    used = [name for name, value in (("jac", jac), ("hess", hess), ("hessp", hessp)) if value is not None
+            and value is not False]
+    if used:
+        warnings.warn(f"SABO does not use derivatives ({', '.join(used)})", RuntimeWarning, stacklevel=2)
+    if tol is not None:
+        check_positive("tol", tol, allow_zero=True)
+    ftol = (DEFAULT_FTOL if tol is None else tol) if ftol is None else ftol
+    xtol = (DEFAULT_XTOL if tol is None else tol) if xtol is None else xtol
+    args = args if isinstance(args, tuple) else (args,)  # scipy's rule: a list is one argument
+    point = (lambda x, *a: fun(x, *a)[0]) if jac is True else fun  # scipy's jac=True: fun returns (f, gradient)
+    objective = (lambda X: point(X, *args)) if vectorized else _per_point(point, args)
     x0 = check_x0(x0)
-    low, high = check_bounds(bounds, x0)
-    if "sigma0" not in options:  # pycma's advice for a box: a step size of about a quarter of its width
-        sigma0 = np.where(np.isfinite(high - low), BOX_SIGMA0 * (high - low), 1.0)
-        wide = np.flatnonzero(sigma0 > MAX_BOX_SIGMA0)
-        if wide.size:
-            raise ValueError(f"bounds are too wide for the default sigma0 = {BOX_SIGMA0:g} (high - low) at indices "
-                             f"{wide[:10].tolist()} (it would be {float(sigma0[wide[0]]):.3g} > {MAX_BOX_SIGMA0:g}, "
-                             f"where SABO's estimates overflow float64): give sigma0, or None for no bound")
-        options["sigma0"] = sigma0
-    opt = SABO(x0, **options)
-    res = run(opt, lambda X: objective(reflect(X, low, high)), max_iter=max_iter, max_nfev=max_nfev,
-              callback=callback, record_mean=record_mean)
-    res.x, res.x_best = reflect(res.x, low, high), reflect(res.x_best, low, high)
-    for record in res.history:
-        if "mean" in record:
-            record["mean"] = reflect(record["mean"], low, high)
+    low = high = None
+    if bounds is not None:
+        low, high = check_bounds(bounds, x0)
+        if "sigma0" not in settings:  # pycma's advice for a box: a step size of about a quarter of its width
+            sigma0 = np.where(np.isfinite(high - low), BOX_SIGMA0 * (high - low), 1.0)
+            wide = np.flatnonzero(sigma0 > MAX_BOX_SIGMA0)
+            if wide.size:
+                raise ValueError(f"bounds are too wide for the default sigma0 = {BOX_SIGMA0:g} (high - low) at indices "
+                                 f"{wide[:10].tolist()} (it would be {float(sigma0[wide[0]]):.3g} > "
+                                 f"{MAX_BOX_SIGMA0:g}, where SABO's estimates overflow float64): give sigma0, or None "
+                                 "for no bound")
+            settings["sigma0"] = sigma0
+        inner = objective
+
+        def objective(X):
+            return inner(reflect(X, low, high))
+    if max_iter is None and max_nfev is None:
+        max_nfev = DEFAULT_EVALS_PER_DIM * x0.size
+    opt = SABO(x0, **settings)
+    res = run(opt, objective, max_iter=max_iter, max_nfev=max_nfev, ftol=ftol, xtol=xtol,
+              callback=None if callback is None else _scipy_callback(callback, low, high), record_mean=record_mean)
+    if bounds is not None:
+        res.x, res.x_best = reflect(res.x, low, high), reflect(res.x_best, low, high)
+        for record in res.history:
+            if "mean" in record:
+                record["mean"] = reflect(record["mean"], low, high)
+    if disp:
+        print(f"{res.message}\n         Current function value: {res.fun:.6g}\n         Iterations: {res.nit}\n"
+              f"         Function evaluations: {res.nfev}")
     return res
+
+
+_DEFAULTS = {p.name: p.default for p in inspect.signature(minimize).parameters.values()
+             if p.default is not inspect.Parameter.empty}

@@ -10,6 +10,12 @@ data, the caller evaluates *all rows of one ask on one freshly drawn data batch*
 estimator in this suite compares values within one ask (e.g. ``F(x_j; B) - F(mu; B)``),
 so mixing batches inside an ask adds batch noise to every difference.
 
+Pieces (pycma's ``ask(number)``): ``ask(number)`` hands the pending population out ``number`` rows
+at a time (to a pool of workers, or one candidate at a time as Nevergrad asks), each piece is told
+on its own and in any order, and the optimizer updates once every row has been told
+(:meth:`AskTellOptimizer.ask`). Termination, pycma's way: :meth:`AskTellOptimizer.stop` and
+:attr:`AskTellOptimizer.result`, one implementation for every optimizer.
+
 Subclasses implement ``_ask()`` (return the next population, float64 ``(n, d)`` without NaN,
 which ``ask()`` checks) and ``_tell(values)`` (update from the values of the pending
 population; ``values`` is a fresh float64 array, the optimizer's to keep). A failed ``_tell``
@@ -26,12 +32,14 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
 from .state import Array, Integer, Real, Stats, check_keys, check_tree, to_data, tree_equal
-from .validation import as_real_array, check_choice, check_int, check_seed, check_sigma0, check_x0
+from .validation import as_real_array, check_choice, check_int, check_positive, check_seed, check_sigma0, check_x0
 
 NONFINITE_POLICIES = ("raise", "worst")
 
@@ -48,8 +56,15 @@ MAX_POPULATION_ELEMENTS = 2**28
 #: d = 2 (``benchmarks/optimizer_overhead.py --hints``), the work of about 5,000 coordinates.
 ROUND_OVERHEAD = 5000.0
 
-#: Version of the layout written by :meth:`AskTellOptimizer.state_dict`.
-STATE_FORMAT = 2
+#: Version of the layout written by :meth:`AskTellOptimizer.state_dict` (3: the pieces of a pending population
+#: told so far, the spreads of the last told population and the evaluation of the best point).
+STATE_FORMAT = 3
+
+#: :meth:`AskTellOptimizer.stop`'s default tolerances: pycma's ``tolfun`` and ``tolx``.
+DEFAULT_FTOL = 1e-11
+DEFAULT_XTOL = 1e-11
+
+_COLOR = re.compile(r"#[0-9A-Fa-f]{6}")
 
 #: Registry of optimizer classes by their ``name`` (filled by ``AskTellOptimizer.__init_subclass__``);
 #: the only way :meth:`AskTellOptimizer.from_state_dict` turns a saved name into a class.
@@ -67,6 +82,19 @@ class NonFiniteValueError(ValueError):
     """The objective returned NaN/inf for some candidates (and the policy is to raise)."""
 
 
+class Result(NamedTuple):
+    """:attr:`AskTellOptimizer.result`, with the fields of pycma's ``CMAEvolutionStrategyResult``."""
+
+    xbest: np.ndarray
+    fbest: float
+    evals_best: int
+    evaluations: int
+    iterations: int
+    xfavorite: np.ndarray
+    stds: np.ndarray | None
+    stop: dict
+
+
 class AskTellOptimizer:
     """Base class: population bookkeeping, input validation, statistics and state save/restore.
 
@@ -77,8 +105,9 @@ class AskTellOptimizer:
     sigma0 : float or array_like, shape (d,)
         Initial standard deviation per coordinate (> 0); the covariance is ``diag(sigma0**2)``.
     popsize : int
-        Number of sampled candidates per population, in [2, :data:`MAX_POPSIZE`], with
-        popsize * d <= :data:`MAX_POPULATION_ELEMENTS`.
+        Number of sampled candidates per population, in [``min_popsize``, :data:`MAX_POPSIZE`]
+        (``min_popsize`` is 2 unless the class declares otherwise), with popsize * d <=
+        :data:`MAX_POPULATION_ELEMENTS`.
     seed : int or None
         Seed of the optimizer's own ``numpy.random.Generator``; ``None`` draws OS entropy and
         records it in ``opt.seed``. Global NumPy random state is never touched.
@@ -94,10 +123,21 @@ class AskTellOptimizer:
     know about a method without running it is declared on the class too, so that no caller
     compares method names: ``rounds_per_iteration`` (ask/tell rounds per iteration),
     :meth:`rows_per_ask` and :meth:`cost_per_iteration` (a relative cost hint, as Nevergrad's
-    class-level capabilities).
+    class-level capabilities), :attr:`min_popsize` (whether one candidate per population works), and
+    how figures and reports show it (:attr:`display_name`, :attr:`color`).
     """
 
     name: str | None = None
+
+    #: The smallest ``popsize`` the method works with. 2 by default: every estimator of this suite compares
+    #: candidates within one population (z-scores, ranks, differences). A method that works with one candidate
+    #: per population (a (1+1)-ES) declares 1.
+    min_popsize: int = 2
+
+    #: How figures and reports name and colour the method (:mod:`replication.figures`): a plain-text name and a
+    #: colour ``"#RRGGBB"``. None: the registry name, and a colour of the fallback palette.
+    display_name: str | None = None
+    color: str | None = None
 
     #: Revision of this method's algorithm: bump it when a change alters the results it computes
     #: (same seed, different numbers). It is part of every run's ``code_version``
@@ -132,6 +172,7 @@ class AskTellOptimizer:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        cls._check_declarations()
         name = cls.__dict__.get("name")
         if name is None:
             return
@@ -143,11 +184,29 @@ class AskTellOptimizer:
                              f"registered for {known.__module__}.{known.__qualname__}")
         OPTIMIZERS[name] = cls
 
+    @classmethod
+    def _check_declarations(cls) -> None:
+        """Refuse (``ValueError`` naming the class) a ``min_popsize``, ``display_name`` or ``color`` of a wrong kind."""
+        own = cls.__dict__
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if "min_popsize" in own:
+            value = own["min_popsize"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}.min_popsize must be an integer >= 1 (got {value!r})")
+        if own.get("display_name") is not None:
+            value = own["display_name"]
+            if not isinstance(value, str) or not value.strip() or not value.isprintable():
+                raise ValueError(f"{where}.display_name must be a non-empty one-line string (got {value!r})")
+        if own.get("color") is not None:
+            value = own["color"]
+            if not isinstance(value, str) or not _COLOR.fullmatch(value):
+                raise ValueError(f"{where}.color must be a colour '#RRGGBB' (got {value!r})")
+
     def __init__(self, x0, *, sigma0, popsize, seed, nonfinite="raise"):
         self._x0 = check_x0(x0)
         self._dim = self._x0.size
         self._sigma0 = check_sigma0(sigma0, self._dim)
-        self._popsize = check_int("popsize", popsize, minimum=2, maximum=MAX_POPSIZE)
+        self._popsize = check_int("popsize", popsize, minimum=type(self).min_popsize, maximum=MAX_POPSIZE)
         if self._popsize * self._dim > MAX_POPULATION_ELEMENTS:
             raise ValueError(f"popsize * d must be <= {MAX_POPULATION_ELEMENTS} (2**28, 2 GiB of float64 per "
                              f"population); got popsize {self._popsize} * d {self._dim} = {self._popsize * self._dim}")
@@ -157,21 +216,53 @@ class AskTellOptimizer:
         self._nfev = 0
         self._nit = 0
         self._pending: np.ndarray | None = None
+        self._handed = 0  # rows of the pending population handed out by ask(number)
+        self._told_rows: np.ndarray | None = None  # 1 where a piece told the row's value (with ask(number) only)
+        self._piece_values: np.ndarray | None = None  # the values those pieces told
         self._x_best = self._x0.copy()
         self._f_best = np.inf
+        self._evals_best = 0
+        self._last_told: np.ndarray | None = None  # the last told population: its extent computed when asked for
+        self._spreads = np.full(2, np.inf)
         self._stats: dict = {"nonfinite_replaced": 0}
 
     # ------------------------------------------------------------------ protocol
-    def ask(self) -> np.ndarray:
+    def ask(self, number: int | None = None) -> np.ndarray:
         """Return the next population as a float64 array of shape ``(n, d)``, n >= 1, free of NaN.
 
         Calling ``ask`` again before ``tell`` returns the same pending population. What the
         subclass's ``_ask()`` returns is checked once, here (:meth:`_checked_population`): a list
         or a float32 array is refused, not converted.
+
+        ``ask(number)`` (pycma's ``ask(number)``, for a pool of ``number`` workers or Nevergrad's one
+        candidate at a time) hands the pending population out in pieces: each call returns the next
+        rows not handed out yet, at most ``number`` of them (fewer at the population's end). Each
+        piece is told on its own, ``tell(piece, values)``, in any order; the optimizer is updated
+        when every row has been told (``nfev`` counts a population then). The population is one
+        sample: its rows are not available again once handed out, and its size is the optimizer's,
+        so asking while every row is out raises ``RuntimeError`` (the next population depends on
+        the values still to come); plain ``ask()`` is refused while pieces are out.
         """
         if self._pending is None:
             self._pending = self._checked_population(self._ask())
-        return self._pending.copy()
+        if number is None:
+            if self._handed:
+                raise RuntimeError(f"ask() returns whole populations, but {self._handed} of the "
+                                   f"{self._pending.shape[0]} rows of the pending one were handed out by ask(number): "
+                                   "ask(number) hands out the rest")
+            return self._pending.copy()
+        number = check_int("number", number, minimum=1)
+        rows = self._pending.shape[0]
+        if self._handed == rows:
+            told = 0 if self._told_rows is None else int(self._told_rows.sum())
+            raise RuntimeError(f"all {rows} rows of the pending population are handed out and {rows - told} of them "
+                               "are not told yet: tell their values before asking for more (the next population "
+                               "depends on them)")
+        if self._handed == 0:
+            self._told_rows, self._piece_values = np.zeros(rows, dtype=np.int64), np.zeros(rows)
+        piece = self._pending[self._handed:self._handed + number].copy()
+        self._handed += piece.shape[0]
+        return piece
 
     def _checked_population(self, X) -> np.ndarray:
         """``X``, what ``_ask()`` returned, if it keeps :meth:`ask`'s promise; else one ``TypeError``/``ValueError``.
@@ -203,28 +294,72 @@ class AskTellOptimizer:
         return X
 
     def tell(self, X, values) -> None:
-        """Update the optimizer with ``values[j] = F(X[j])`` for the population ``X`` from ``ask``."""
+        """Update the optimizer with ``values[j] = F(X[j])`` for the population ``X`` from ``ask``.
+
+        ``X`` is the whole pending population, or, once :meth:`ask` handed it out in pieces, rows of it
+        handed out and not told yet (a piece, in any order); the update happens when the last row is told.
+        A refused tell (wrong rows, wrong values, a failed update) changes nothing.
+        """
         if self._pending is None:
             raise RuntimeError("tell() was called without a pending ask(); call ask() first")
         X = np.asarray(X, dtype=np.float64)
         pending = self._pending
-        if X.shape != pending.shape:
-            raise ValueError(
-                f"X has shape {X.shape}, expected {pending.shape}: "
-                "tell() takes the population returned by the last ask()"
-            )
-        # the pending population is free of NaN (ask() and restoring refuse it), so equality is exact:
-        # an X with a NaN is never it
-        if not (X == pending).all():
-            raise ValueError("X is not the population returned by the last ask(); tell() takes exactly that array")
-        values = self._checked_values(values, X.shape[0])
+        if not self._handed or (X.shape == pending.shape and not self._told_rows.any()):
+            if X.shape != pending.shape:
+                raise ValueError(
+                    f"X has shape {X.shape}, expected {pending.shape}: "
+                    "tell() takes the population returned by the last ask()"
+                )
+            # the pending population is free of NaN (ask() and restoring refuse it), so equality is exact:
+            # an X with a NaN is never it
+            if (X == pending).all():
+                self._tell_population(pending, self._checked_values(values, X.shape[0]))
+                return
+            if not self._handed:
+                raise ValueError("X is not the population returned by the last ask(); tell() takes exactly that array")
+        rows = self._piece_rows(X)
+        values = as_real_array("values", values)
+        if values.shape != (rows.size,):
+            raise ValueError(f"values has shape {values.shape}, expected ({rows.size},): one objective value per "
+                             "row of X")
+        told, piece_values = self._told_rows.copy(), self._piece_values.copy()
+        told[rows], piece_values[rows] = 1, values
+        if self._nonfinite == "raise":  # refused now, naming the rows in the population, rather than at its end
+            self._checked_values(np.where(told == 1, piece_values, 0.0), pending.shape[0])
+        if told.all():
+            self._tell_population(pending, self._checked_values(piece_values, pending.shape[0]))
+        else:
+            self._told_rows, self._piece_values = told, piece_values
+
+    def _piece_rows(self, X: np.ndarray) -> np.ndarray:
+        """The rows of the pending population that ``X``'s rows are, each a handed-out row not told yet (the first
+        such row equal to it); ``ValueError`` for a row that is none of them."""
+        pending = self._pending
+        if X.ndim != 2 or X.shape[1] != self._dim or X.shape[0] < 1:
+            raise ValueError(f"X has shape {X.shape}; tell() takes rows of the pending population, shape (k, "
+                             f"{self._dim}) with k >= 1, as ask(number) handed them out")
+        free = np.flatnonzero(self._told_rows[:self._handed] == 0)
+        rows = []
+        for i, x in enumerate(X):
+            match = [r for r in free[(pending[free] == x).all(axis=1)] if r not in rows]
+            if not match:
+                raise ValueError(f"X[{i}] is not a row of the pending population handed out by ask(number) and not "
+                                 "told yet; tell() takes exactly such rows")
+            rows.append(match[0])
+        return np.array(rows, dtype=np.int64)
+
+    def _tell_population(self, X: np.ndarray, values: np.ndarray) -> None:
+        """The update from the checked values of the whole pending population ``X``, then the bookkeeping."""
+        f_spread = float(np.max(values) - np.min(values))  # before _tell, which owns values from here on
         self._tell(values)
         j = int(values.argmin())
+        self._nfev += X.shape[0]
         if values[j] < self._f_best:
             self._f_best = float(values[j])
             self._x_best = X[j].copy()
-        self._nfev += X.shape[0]
-        self._pending = None
+            self._evals_best = self._nfev
+        self._last_told, self._spreads = X, np.array([f_spread, np.inf])
+        self._pending, self._handed, self._told_rows, self._piece_values = None, 0, None, None
 
     def _checked_values(self, values, n: int) -> np.ndarray:
         v = as_real_array("values", values)
@@ -243,6 +378,65 @@ class AskTellOptimizer:
         v[bad] = np.max(v[finite])
         self._stats["nonfinite_replaced"] += int(bad.size)
         return v
+
+    # ------------------------------------------------------------------ termination, pycma's way
+    def stop(self, *, ftol: float | None = DEFAULT_FTOL, xtol: float | None = DEFAULT_XTOL,
+             max_iter: int | None = None, max_nfev: int | None = None) -> dict:
+        """The termination conditions that hold, as pycma's ``es.stop()``: ``{condition: threshold}``, empty while
+        none does (``while not opt.stop(): X = opt.ask(); opt.tell(X, F(X))``).
+
+        - ``"ftol"``: the values of the last told population span at most ``ftol`` (max - min; pycma's
+          ``tolfun``, and the ``fatol`` of scipy's Nelder-Mead on its simplex);
+        - ``"xtol"``: the last told population spans at most ``xtol`` in every coordinate (max - min over its
+          rows: the search has contracted around its mean to that width; pycma's ``tolx``, Nelder-Mead's
+          ``xatol``);
+        - ``"max_iter"``, ``"max_nfev"``: ``nit``/``nfev`` reached the given budget.
+
+        ``None`` leaves a condition out; nothing holds before the first told population. The spreads are
+        measured on the population as told (non-finite values replaced under ``nonfinite="worst"``), so the
+        same for every method; a method whose population does not contract (BES's fixed spacing) stops on
+        ``ftol`` or a budget only.
+        """
+        conditions = {}
+        f_spread, x_extent = self._last_spreads
+        if ftol is not None and f_spread <= check_positive("ftol", ftol, allow_zero=True):
+            conditions["ftol"] = ftol
+        if xtol is not None and x_extent <= check_positive("xtol", xtol, allow_zero=True):
+            conditions["xtol"] = xtol
+        if max_iter is not None and self._nit >= check_int("max_iter", max_iter, minimum=0):
+            conditions["max_iter"] = max_iter
+        if max_nfev is not None and self._nfev >= check_int("max_nfev", max_nfev, minimum=0):
+            conditions["max_nfev"] = max_nfev
+        return conditions
+
+    @property
+    def result(self) -> Result:
+        """pycma's ``es.result``: best point and value, the evaluations when it was found, evaluations,
+        iterations, the favourite (:attr:`mean`), the per-coordinate standard deviations (:attr:`stds`) and
+        :meth:`stop` with its default tolerances."""
+        return Result(self.x_best, self._f_best, self._evals_best, self._nfev, self._nit, self.mean, self.stds,
+                      self.stop())
+
+    @property
+    def stds(self) -> np.ndarray | None:
+        """The search distribution's per-coordinate standard deviations (pycma's ``result.stds``), where the
+        method has one; None here."""
+        return None
+
+    @property
+    def _last_spreads(self) -> np.ndarray:
+        """[span of the values, largest span of a coordinate] of the last told population (inf before any);
+        the coordinates' span is computed when first asked for, not at every tell (an O(N d) pass)."""
+        if self._last_told is not None:
+            extent = np.max(self._last_told, axis=0) - np.min(self._last_told, axis=0)
+            # inf - inf (an overflowed sample) is nan: no extent
+            self._spreads[1] = float(np.max(np.where(np.isnan(extent), np.inf, extent)))
+            self._last_told = None
+        return self._spreads
+
+    @_last_spreads.setter
+    def _last_spreads(self, value: np.ndarray) -> None:
+        self._spreads, self._last_told = value, None
 
     @staticmethod
     def _require_finite(**arrays) -> None:
@@ -347,6 +541,13 @@ class AskTellOptimizer:
         Real("f_best", allow_posinf=True),
         Array("x_best", lambda o: (o._dim,), finite="no_nan"),
         Array("pending", lambda o: (o._ask_rows(), o._dim), finite="no_nan", optional=True),  # as ask() promises
+        Integer("handed", maximum=lambda o: 0 if o._pending is None else o._pending.shape[0]),
+        Array("told_rows", lambda o: (0 if o._pending is None else o._pending.shape[0],), integer=True, minimum=0,
+              optional=True),
+        Array("piece_values", lambda o: (0 if o._pending is None else o._pending.shape[0],), finite=False,
+              optional=True),
+        Integer("evals_best"),
+        Array("spreads", lambda o: (2,), finite="no_nan", minimum=0, attr="_last_spreads"),
         Stats("stats"),
     )
 
@@ -429,6 +630,7 @@ class AskTellOptimizer:
         check_keys("state['state']", state["state"], [f.key for f in fields])
         for f in fields:
             setattr(obj, f.attr, f.load(state["state"][f.key], obj, f"state['state'][{f.key!r}]"))
+        obj._check_restored_pieces()
         obj._finish_restore()
         obj._adopt_rng(generator_from_state(state["rng"]))
         return obj
@@ -436,6 +638,21 @@ class AskTellOptimizer:
     @classmethod
     def _check_config(cls, config: dict) -> None:
         """Refuse saved constructor arguments that are valid for users but unsafe from a file (default: none)."""
+
+    def _check_restored_pieces(self) -> None:
+        """The base class's cross-field checks: pieces of the pending population as :meth:`ask` hands them out
+        and :meth:`tell` records them, and the best point found within the evaluations made."""
+        where = "state['state']"
+        pieces = self._told_rows is not None
+        if (self._handed > 0) != pieces or pieces != (self._piece_values is not None):
+            raise ValueError(f"{where}: 'told_rows' and 'piece_values' must be arrays exactly when 'handed' > 0 "
+                             f"(handed {self._handed})")
+        if self._told_rows is not None:
+            if np.any(self._told_rows > 1) or np.any(self._told_rows[self._handed:]) or self._told_rows.all():
+                raise ValueError(f"{where}['told_rows'] must be 0 or 1, 1 only among the {self._handed} rows handed "
+                                 "out, and not 1 in every row (a population told in full is no longer pending)")
+        if self._evals_best > self._nfev:
+            raise ValueError(f"{where}['evals_best'] must be <= nfev = {self._nfev} (got {self._evals_best})")
 
     def _finish_restore(self) -> None:
         """Cross-field checks and derived quantities after the fields are loaded (default: none)."""

@@ -231,6 +231,24 @@ def test_forbidden_options_raise_value_error(key):
         CMAES(np.ones(3), seed=0, options={key: 1})
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"CMA_elitist": "initial"}, r"^options: CMA_elitist='initial' cannot act under ask/tell: it needs f\(x0\)"),
+    ({"eval_final_mean": False}, r"^options: 'eval_final_mean' cannot act under ask/tell: only cma.fmin"),
+    ({"CMA_dampsvec_fade": 0.2}, r"^options: 'CMA_dampsvec_fade' cannot act under ask/tell: pycma does not read it"),
+])
+def test_options_that_cannot_act_under_ask_tell_are_refused(options, message):
+    """pycma's own ask/tell loop takes them and ignores them: CMA_elitist='initial' only warns, and only where pycma
+    may print (the negative control; the adapter silences pycma, so the option would vanish without a word)."""
+    with pytest.raises(ValueError, match=message) as refused:
+        CMAES(np.ones(3), seed=0, options=options)
+    assert "\n" not in str(refused.value)
+    es = cma.CMAEvolutionStrategy(np.ones(3), 1.0, {"CMA_elitist": "initial", "verbose": 0, "seed": 1})
+    with pytest.warns(UserWarning, match="Set attribute `es.f0` to make initial elitism"):
+        X = es.ask()
+        es.tell(X, [float(np.sum(x**2)) for x in X])
+    assert CMAES(np.ones(3), seed=0, options={"CMA_elitist": True})._es.opts["CMA_elitist"] is True
+
+
 @pytest.mark.parametrize("value", [10, "100 * N / popsize**0.5"])
 def test_diagonal_then_full_covariance_is_rejected(value):
     """pycma's diagonal-to-full switch builds a sampler on np.random.randn."""

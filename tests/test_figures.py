@@ -90,6 +90,43 @@ def test_a_method_without_an_entry_is_drawn_far_from_every_other_colour_and_mark
     assert (ninth["color"], ninth["marker"]) not in {(drawn[m], markers[m]) for m in unknown}
 
 
+def test_a_plugins_declared_name_and_colour_label_its_curves_and_tables(registries):
+    """A method without an entry is shown as its class declares (display_name, color): in the legend, the curve's
+    colour and the tables' method_label; what it does not declare falls back; a built-in method keeps its entry."""
+    from helpers import define_random_search
+
+    import baselines
+
+    plain = define_random_search("plain_search")
+    declared = type("DeclaredSearch", (plain,), {"name": "declared_search", "display_name": "Declared search",
+                                                 "color": "#117733"})
+    baselines.register(plain)
+    baselines.register(declared)
+    fig, ax = plt.subplots()
+    for m in ("declared_search", "plain_search", "sabo"):
+        figures.median_band(ax, [(X, X ** -1.0)], m)
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["Declared search", "plain_search", "SABO"]
+    assert to_rgb(lines[0].get_color()) == to_rgb("#117733")
+    assert lines[1].get_color() in figures.FALLBACK_COLORS and to_rgb(lines[2].get_color()) == to_rgb("#D55E00")
+    plt.close(fig)
+    assert figures.method_label("declared_search") == "Declared search"
+    assert figures.method_label("plain_search") == "plain_search" and figures.method_label("sabo_inverse") == \
+        "SABO, radius 1/rho (deviation)"
+
+
+def test_declarations_of_the_wrong_kind_are_refused_naming_the_class():
+    import pytest
+
+    from sabo.protocol import AskTellOptimizer
+
+    for attributes, message in [({"color": "green"}, r"\.color must be a colour '#RRGGBB' \(got 'green'\)"),
+                                ({"display_name": "two\nlines"}, r"\.display_name must be a non-empty one-line"),
+                                ({"min_popsize": 0}, r"\.min_popsize must be an integer >= 1 \(got 0\)")]:
+        with pytest.raises(ValueError, match=message):
+            type("Wrong", (AskTellOptimizer,), attributes)
+
+
 def test_a_figure_is_never_written_in_place_so_a_kill_cannot_truncate_it(tmp_path, monkeypatch):
     """matplotlib wrote the PNG and SVG into their final paths: a kill (or a full disk) mid-write left a truncated
     figure in results/. Now each is rendered, written to a temporary file beside it and renamed over it, so at

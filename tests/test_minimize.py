@@ -95,6 +95,108 @@ def test_bad_bounds_are_refused_naming_the_problem(bounds, message):
         sabo.minimize(lambda x: 0.0, np.full(5, 0.5), bounds=bounds, max_iter=1)
 
 
+# ---------------------------------------------------------------------------- scipy's minimize(method=sabo.minimize)
+def shifted_sphere(x):
+    return float(np.sum((x - 0.5) ** 2))
+
+
+def test_sabo_minimize_is_a_custom_method_of_scipys_minimize():
+    """scipy passes jac, hess, hessp, bounds, constraints and callback to a custom method, options as keywords; the
+    result is scipy's class and the same run as calling sabo.minimize directly."""
+    import scipy.optimize
+
+    res = scipy.optimize.minimize(shifted_sphere, np.zeros(3), method=sabo.minimize,
+                                  options={"maxiter": 40, "popsize": 8, "seed": 1})
+    direct = sabo.minimize(shifted_sphere, np.zeros(3), max_iter=40, popsize=8, seed=1)
+    assert isinstance(res, scipy.optimize.OptimizeResult) and isinstance(res, sabo.OptimizeResult)
+    assert np.array_equal(res.x, direct.x) and res.nit == 40 and res.nfev == 40 * 2 * 8 + 1
+    assert (res.success, res.status, res.message) == (False, 2, "maximum number of iterations reached")
+    default = scipy.optimize.minimize(shifted_sphere, np.zeros(3), method=sabo.minimize, options={"seed": 0})
+    assert default.status == 1 and default.nfev <= sabo.minimize.__globals__["DEFAULT_EVALS_PER_DIM"] * 3
+    assert default.message == "maximum number of function evaluations reached" and not default.success
+    assert shifted_sphere(default.x) < 1e-3  # the default budget does solve it
+
+
+def test_tol_stops_where_the_tolerances_first_hold():
+    """``tol`` (scipy's, both tolerances): the run stops at the first iteration whose population's values span at most
+    tol or whose population spans at most tol in every coordinate (``opt.stop``), reported as success."""
+    import scipy.optimize
+
+    tol = 1e-4
+    res = scipy.optimize.minimize(shifted_sphere, np.zeros(3), method=sabo.minimize, tol=tol,
+                                  options={"popsize": 8, "lr": 0.3, "seed": 2, "maxfev": 20_000})
+    assert res.success and res.status == 0 and res.message.startswith("converged: the values span at most ftol = ")
+    opt = sabo.SABO(np.zeros(3), popsize=8, lr=0.3, seed=2)
+    F = lambda X: np.sum((X - 0.5) ** 2, axis=1)  # noqa: E731
+    while not opt.stop(ftol=tol, xtol=tol):
+        X = opt.ask()
+        opt.tell(X, F(X))
+        assert opt.nfev < 20_000
+    assert opt.nit == res.nit and np.array_equal(opt.mean, res.x) and res.nfev == opt.nfev + 1 < 20_000
+    ftol_only = sabo.minimize(shifted_sphere, np.zeros(3), ftol=tol, xtol=None, popsize=8, lr=0.3, seed=2)
+    assert ftol_only.nit == res.nit  # the values' span decides on a sphere: the population is still wider than tol
+    xtol_only = sabo.minimize(shifted_sphere, np.zeros(3), ftol=None, xtol=tol, popsize=8, lr=0.3, seed=2)
+    assert xtol_only.nit > res.nit and xtol_only.message == f"converged: the population spans at most xtol = {tol:g}"
+
+
+def test_args_is_a_tuple_and_anything_else_one_argument_as_in_scipy():
+    import scipy.optimize
+
+    def fun(x, target, offset=0.0):
+        return float(np.sum((x - np.asarray(target)) ** 2)) + offset
+
+    for method in ("Nelder-Mead", sabo.minimize):  # scipy's own method and SABO receive the same arguments
+        listed = scipy.optimize.minimize(fun, np.zeros(2), args=[1.0, 2.0], method=method, options={"maxiter": 200})
+        assert np.allclose(listed.x, [1.0, 2.0], atol=0.1)
+        tupled = scipy.optimize.minimize(fun, np.zeros(2), args=([1.0, 2.0], 3.0), method=method,
+                                         options={"maxiter": 200})
+        assert tupled.fun == pytest.approx(3.0, abs=0.05)
+
+
+def test_a_callback_stops_the_run_the_scipy_way():
+    import scipy.optimize
+
+    def stopping_at_5(calls):
+        def callback(intermediate_result):
+            assert isinstance(intermediate_result, scipy.optimize.OptimizeResult)
+            assert intermediate_result.x.shape == (2,)
+            calls.append(intermediate_result.x)
+            if len(calls) == 5:
+                raise StopIteration
+        return callback
+
+    for method in ("Nelder-Mead", sabo.minimize):
+        calls = []
+        res = scipy.optimize.minimize(shifted_sphere, np.zeros(2), method=method, callback=stopping_at_5(calls))
+        assert len(calls) == 5 and not res.success and res.status == 99 and np.array_equal(res.x, calls[-1])
+        assert res.nit == 5 or method == "Nelder-Mead"  # which counts the iteration it was stopped in
+    seen = []
+    res = scipy.optimize.minimize(shifted_sphere, np.full(2, 0.3), method=sabo.minimize, callback=seen.append,
+                                  bounds=[(0.0, 0.4), (0.0, 0.4)], options={"maxiter": 30, "seed": 0})
+    assert len(seen) == 30 and all(x.shape == (2,) and np.all((x >= 0.0) & (x <= 0.4)) for x in seen)  # in the box
+    assert np.array_equal(seen[-1], res.x)
+
+
+def test_derivatives_are_accepted_not_used_and_constraints_refused(capsys):
+    import scipy.optimize
+
+    def with_gradient(x):
+        return shifted_sphere(x), 2.0 * (x - 0.5)
+
+    with pytest.warns(RuntimeWarning, match=r"SABO does not use derivatives \(jac\)"):
+        via_scipy = scipy.optimize.minimize(with_gradient, np.zeros(2), jac=True, method=sabo.minimize,
+                                            options={"maxiter": 10, "seed": 0})
+    with pytest.warns(RuntimeWarning, match=r"SABO does not use derivatives \(jac, hess\)"):
+        direct = sabo.minimize(with_gradient, np.zeros(2), jac=True, hess=lambda x: np.eye(2), max_iter=10, seed=0,
+                               disp=True)
+    plain = sabo.minimize(shifted_sphere, np.zeros(2), max_iter=10, seed=0)
+    assert np.array_equal(via_scipy.x, plain.x) and np.array_equal(direct.x, plain.x)
+    assert capsys.readouterr().out.startswith("maximum number of iterations reached\n         Current function value:")
+    with pytest.raises(ValueError, match="SABO handles bounds, not constraints"):
+        scipy.optimize.minimize(shifted_sphere, np.zeros(2), method=sabo.minimize,
+                                constraints=[{"type": "ineq", "fun": lambda x: x[0]}])
+
+
 @pytest.mark.parametrize("bounds, message", [
     # the default sigma0 = 0.25 (high - low) = 5e299 squared to inf: every sample was NaN
     ([(-1e300, 1e300)] * 2, r"bounds are too wide for the default sigma0 = 0.25 \(high - low\) at indices \[0, 1\]"),

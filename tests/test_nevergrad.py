@@ -22,7 +22,7 @@ from test_protocol import (
 
 ng = pytest.importorskip("nevergrad")  # the `nevergrad` extra, installed by the dev extra
 import baselines  # noqa: E402
-from baselines.nevergrad import Nevergrad  # noqa: E402
+from baselines.nevergrad import Nevergrad, numpy_refuses_float_of_arrays  # noqa: E402
 from replication import engine  # noqa: E402
 from replication.config import RunConfig  # noqa: E402
 from replication.errors import UsageError  # noqa: E402
@@ -140,24 +140,32 @@ def test_a_failed_call_into_nevergrad_is_undone(call, monkeypatch):
     assert tree_equal(opt.state_dict(), twin.state_dict())
 
 
-def _numpy_refuses_float_of_a_1_element_array() -> bool:
-    try:
-        float(np.array([1.0]))
-    except TypeError:
-        return True
-    return False
-
-
-@pytest.mark.skipif(not _numpy_refuses_float_of_a_1_element_array(),
-                    reason="this NumPy still converts 1-element arrays with float()")
-def test_ngopt_fails_clearly_where_it_chooses_metamodel_under_this_numpy():
-    """The README's known failure: nevergrad 1.0.12's MetaModel, NGOpt's choice here (d = 6, 6 workers, 300
-    evaluations), under NumPy 2.4."""
-    opt = baselines.make("nevergrad:NGOpt", x0=np.ones(6), popsize=6, seed=0, budget=300)
-    with warnings.catch_warnings(), pytest.raises(RuntimeError, match=r"Nevergrad's NGOpt failed in ask\(\) "
-                                                                      r"\(TypeError: only 0-dimensional arrays"):
+@pytest.mark.skipif(not numpy_refuses_float_of_arrays(), reason="this NumPy converts 1-element arrays with float()")
+def test_ngopt_is_refused_up_front_where_it_would_run_metamodel_under_this_numpy(tmp_path):
+    """The README's known failure: nevergrad 1.0.12's MetaModel, NGOpt's choice at d = 6 with 6 workers and 300
+    evaluations, fails a few batches in under NumPy 2.4 (the negative control: Nevergrad itself); the adapter refuses
+    it when built, so a study stops before its first run with one line (the engine builds every method first)."""
+    parametrization = ng.p.Array(init=np.ones(6))
+    direct = ng.optimizers.registry["NGOpt"](parametrization=parametrization, budget=300, num_workers=6)
+    with warnings.catch_warnings(), pytest.raises(TypeError, match="only 0-dimensional arrays"):
         warnings.simplefilter("ignore")
-        drive(opt, 20)
+        for _ in range(20):
+            candidates = [direct.ask() for _ in range(6)]
+            for c in candidates:
+                direct.tell(c, float(np.sum(c.value**2)))
+    with pytest.raises(ValueError, match=r"^algorithm 'NGOpt' runs Nevergrad's MetaModel here \(d = 6, popsize 6, "
+                                         r"budget 300\), whose surrogate step calls float\(\) on a 1-element array"):
+        baselines.make("nevergrad:NGOpt", x0=np.ones(6), popsize=6, seed=0, budget=300)
+    with pytest.raises(ValueError, match="'MetaModel' runs Nevergrad's MetaModel here"):
+        baselines.make("nevergrad:MetaModel", x0=np.ones(30), popsize=6, seed=0, budget=300)
+    assert baselines.make("nevergrad:NGOpt", x0=np.ones(20), popsize=10, seed=0, budget=1000).nit == 0  # CMA-ES there
+    refused, fine = (small_config("ngopt", dim=dim, popsize=n, T=T, optimizer="nevergrad:NGOpt")
+                     for dim, n, T in ((6, 6, 50), (20, 10, 100)))  # 300 and 1000 evaluations
+    engine.check_parameters([fine])
+    with pytest.raises(UsageError, match=r"^run synthetic/d6_N6/ellipsoid/ngopt/seed0: method 'ngopt' \(optimizer "
+                                         r"'nevergrad:NGOpt'\) refuses its parameters: algorithm 'NGOpt' runs "
+                                         r"Nevergrad's MetaModel here"):
+        engine.check_parameters([fine, refused])
 
 
 def test_the_engine_passes_the_budget_and_resumes_a_nevergrad_run_identically(tmp_path):
@@ -263,12 +271,15 @@ def test_sabo_in_nevergrad_hands_out_whole_populations():
             optimizer.tell(c, shifted_sphere(c.value))
     assert optimizer.sabo.nit == 1 and optimizer.sabo.nfev == 14
     candidates = [optimizer.ask() for _ in range(7)]
-    with pytest.raises(RuntimeError, match="one population of 7 candidates at a time"):
-        optimizer.ask()
-    with pytest.raises(ng.errors.TellNotAskedNotSupportedError):
+    extra = optimizer.ask()  # every row is out: a sample of the round's distribution, not one of SABO's
+    assert optimizer.extra_candidates == 1 and not any(np.array_equal(extra.value, c.value) for c in candidates)
+    optimizer.tell(extra, 0.0)  # the best value of all, and not SABO's: nothing changes
+    with pytest.raises(ng.errors.TellNotAskedNotSupportedError, match="SABO takes the values of its own samples"):
         optimizer.tell(optimizer.parametrization.spawn_child(new_value=np.zeros(3)), 1.0)
+    assert optimizer.sabo.nfev == 14
     for c in candidates:
         optimizer.tell(c, shifted_sphere(c.value))
+    assert optimizer.sabo.nfev == 21
     with pytest.raises(ng.errors.TellNotAskedNotSupportedError):  # told once already
         optimizer.tell(candidates[0], 1.0)
 
@@ -294,3 +305,107 @@ def test_the_nevergrad_sabo_has_sabos_defaults_and_passes_every_setting_on():
     config = chosen(ng.p.Array(shape=(5,)), budget=40).sabo.state_dict()["config"]
     assert config["lr"] == {"kind": "constant", "value": 0.3} and config["rho"] == {"kind": "constant", "value": 0.7}
     assert (config["baseline"], config["shaping"], config["precision_floor"]) == ("center", "none", 0.1)
+
+
+def sabo_optimizer(parametrization, budget, num_workers=1, seed=0, config=None):
+    import sabo.integrations.nevergrad as integration
+
+    configured = ng.optimizers.registry["SABO"] if config is None else integration.ParametrizedSABO(**config)
+    optimizer = configured(parametrization=parametrization, budget=budget, num_workers=num_workers)
+    optimizer.parametrization.random_state = np.random.RandomState(seed)
+    return optimizer
+
+
+@pytest.mark.parametrize("d, workers", [(2, 4), (10, 8), (5, 3)])
+def test_num_workers_need_not_divide_sabos_population(d, workers):
+    """The issue's call: Nevergrad's minimize asks num_workers candidates, then tells them. The default population is
+    the smallest multiple of num_workers at or above SABO's default, so that batches fill it exactly."""
+    import sabo
+
+    optimizer = sabo_optimizer(d, 40 * workers, workers)
+    recommendation = optimizer.minimize(lambda x: float(sum(x**2)))
+    default = sabo.ingo_default_popsize(d)
+    assert optimizer.sabo.popsize % workers == 0 and default <= optimizer.sabo.popsize < default + workers
+    assert optimizer.num_tell == 40 * workers and optimizer.extra_candidates == 0
+    assert optimizer.sabo.nfev == 40 * workers // optimizer.sabo.popsize * optimizer.sabo.popsize
+    assert float(np.sum(recommendation.value**2)) < d  # F(0) = d for the initial mean... and it moved downhill
+    configured = sabo_optimizer(d, 40 * workers, workers, config={"popsize": 6})
+    configured.minimize(lambda x: float(sum(x**2)))  # a population that batches do not fill: extras, no error
+    assert configured.sabo.popsize == 6 and configured.num_tell == 40 * workers
+    assert (configured.extra_candidates == 0) == (6 % workers == 0)
+
+
+def test_steady_state_workers_get_extra_candidates_whose_values_sabo_does_not_use():
+    """Nevergrad's steady state (a real executor, batch_mode=False): num_workers candidates in flight, a new one
+    asked whenever one is told. Once every row of a population is out, an extra candidate keeps the worker busy."""
+    import concurrent.futures
+
+    optimizer = sabo_optimizer(4, 400, 4)
+    in_flight = [optimizer.ask() for _ in range(4)]
+    while optimizer.num_ask < 400:  # deterministic: the oldest candidate finishes first
+        done = in_flight.pop(0)
+        optimizer.tell(done, shifted_sphere(done.value))
+        in_flight.append(optimizer.ask())
+    rows = optimizer.sabo.nfev
+    assert optimizer.extra_candidates > 0 and rows + optimizer.extra_candidates + 4 >= 400 - optimizer.sabo.popsize
+    assert rows == 2 * optimizer.sabo.nit * optimizer.sabo.popsize > 0
+    threaded = sabo_optimizer(4, 2000, 4)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as executor:
+        recommendation = threaded.minimize(shifted_sphere, executor=executor, batch_mode=False)
+    assert threaded.num_tell == 2000 and shifted_sphere(recommendation.value) < 0.01  # F(0) = 1
+
+
+def test_nevergrads_cheap_constraint_example_runs():
+    """Nevergrad's documented example (its NGOpt reaches [1.0004, 0.5068]): a candidate violating the constraint is
+    told +inf (the worst of its population) and asked again; the recommendation satisfies the constraint."""
+    for budget in (100, 1000):
+        optimizer = sabo_optimizer(2, budget)
+        optimizer.parametrization.register_cheap_constraint(lambda x: x[0] >= 1)
+        recommendation = optimizer.minimize(shifted_sphere)
+        assert recommendation.value[0] >= 1 and shifted_sphere(recommendation.value) < 0.5  # 0.25 at best
+        assert optimizer.num_tell == budget and optimizer.sabo.nit > budget // 12  # rejected samples told too
+
+
+def test_multiobjective_losses_run():
+    """Nevergrad passes +inf for points outside its hypervolume's bound: the worst of their population, and a
+    population without a finite loss leaves SABO's distribution as it was."""
+    optimizer = sabo_optimizer(3, 600)
+    optimizer.minimize(lambda x: [float(np.sum(x**2)), float(np.sum((x - 1.0) ** 2))])
+    front = optimizer.pareto_front()
+    assert optimizer.num_tell == 600 and len(front) >= 5
+    assert all(np.all(np.isfinite(c.losses)) for c in front)
+    import sabo.integrations.nevergrad as integration
+
+    assert np.array_equal(integration.worst_for_inf(np.array([1.0, np.inf, 3.0])), [1.0, 3.0, 3.0])
+    assert np.array_equal(integration.worst_for_inf(np.array([np.inf, np.inf])), [0.0, 0.0])
+
+
+def test_bounded_parametrizations_start_at_nevergrads_cma_scale():
+    """set_bounds(-1, 1): the standardised box is [-1, 1]^d, so SABO starts at Nevergrad's CMA-ES scale, 0.3 (0.15 from
+    d = 18); with scale 1 the samples would cover the box and beyond (measured: F = 0.33 at d = 2 and 1.4 at d = 10
+    after 4000 evaluations, now 1e-11 and 1.7e-4)."""
+    results = {}
+    for d in (2, 10, 20):
+        parametrization = ng.p.Array(shape=(d,)).set_bounds(-1.0, 1.0)
+        optimizer = sabo_optimizer(parametrization, 4000)
+        recommendation = optimizer.minimize(shifted_sphere)
+        assert np.all(optimizer.sabo.state_dict()["config"]["sigma0"] == (0.3 if d < 18 else 0.15))
+        results[d] = shifted_sphere(recommendation.value)
+    assert results[2] < 1e-8 and results[10] < 1e-2 and results[20] < 1.0  # F(0) = d / 4
+    unbounded = sabo_optimizer(ng.p.Array(shape=(2,)), 100)
+    unbounded.ask()
+    assert np.all(unbounded.sabo.state_dict()["config"]["sigma0"] == 1.0)
+
+
+def test_a_suggested_point_is_told_and_starts_sabo_there():
+    optimizer = sabo_optimizer(2, 200)
+    optimizer.suggest(np.array([0.5, 0.25]))
+    first = optimizer.ask()
+    assert np.array_equal(first.value, [0.5, 0.25])
+    optimizer.tell(first, shifted_sphere(first.value))  # Nevergrad tells a suggestion as not asked
+    assert np.array_equal(optimizer.sabo.mean, [0.5, 0.25]) and optimizer.sabo.nfev == 0
+    optimizer.suggest(np.array([9.0, 9.0]))  # after the start: evaluated, not SABO's sample
+    later = optimizer.ask()
+    optimizer.tell(later, shifted_sphere(later.value))
+    recommendation = optimizer.minimize(shifted_sphere)
+    assert optimizer.num_tell == 200 and shifted_sphere(recommendation.value) < 1e-2

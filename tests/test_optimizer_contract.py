@@ -200,18 +200,32 @@ def test_restored_state_messages_show_python_numbers():
 
 # ---------------------------------------------------------------------------- 5. minimize's keyword arguments
 @pytest.mark.parametrize("options, named", [
-    ({"maxiter": 10}, r"'maxiter' \(did you mean 'max_iter'\?\)"),
-    ({"maxfev": 10}, r"'maxfev' \(did you mean 'max_nfev'\?\)"),
+    ({"max_iter": 3, "maxiters": 10}, r"'maxiters' \(did you mean 'max_iter'\?\)"),
     ({"max_iter": 3, "Popsize": 6, "sigma": 0.5}, r"'Popsize' \(did you mean 'popsize'\?\), 'sigma' \(did you mean "
                                                   r"'sigma0'\?\)"),
     ({"max_iter": 3, "zzz": 1}, r"'zzz';"),
+    ({"options": {"max_iter": 3, "zzz": 1}}, r"'zzz';"),  # scipy's options dict: the same names, the same check
 ])
 def test_minimize_names_the_real_keyword_for_an_unknown_one(options, named):
     with pytest.raises(TypeError, match=f"^minimize\\(\\) got unexpected keyword argument\\(s\\) {named}") as refused:
         sabo.minimize(lambda x: float(x @ x), np.ones(D), **options)
     message = one_line(refused)
-    assert "its own are args, bounds, vectorized, max_iter, max_nfev, callback, record_mean" in message
+    assert ("its own are args, bounds, vectorized, max_iter, max_nfev, tol, ftol, xtol, callback, record_mean, "
+            "options, jac, hess, hessp, constraints, disp (and scipy's maxiter, maxfev)") in message
     assert "SABO's options are sigma0, popsize, lr, rho, seed" in message
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"max_iter": 3, "maxiter": 4}, "got both 'max_iter' and scipy's 'maxiter'; give one"),
+    ({"max_iter": 3, "options": {"maxiter": 4}}, "got both 'max_iter' and scipy's 'maxiter'; give one"),
+    ({"max_iter": 3, "options": {"max_iter": 4}}, "got 'max_iter' twice: as a keyword and in options"),
+    ({"popsize": 6, "options": {"popsize": 8, "max_iter": 3}}, r"got 'popsize' both as keyword\(s\) and in options"),
+    ({"options": [("maxiter", 3)]}, "options must be a dict of keyword arguments"),
+])
+def test_minimize_refuses_a_value_given_twice(arguments, message):
+    with pytest.raises(TypeError, match=message) as refused:
+        sabo.minimize(lambda x: float(x @ x), np.ones(D), **arguments)
+    one_line(refused)
 
 
 # ---------------------------------------------------------------------------- 6. loads() on foreign bytes

@@ -19,11 +19,12 @@ import yaml
 from helpers import checkpoint_of, small_config
 
 import baselines
+import sabo
 import sabo.protocol
 from baselines.plugins import PluginError
 from replication import executors
 from replication.cli import main
-from replication.engine import execute, record_path
+from replication.engine import execute, kept_path, record_path
 from replication.errors import UsageError
 from replication.params import validate_params
 from replication.storage import quarantined_files, read_state, write_state
@@ -95,10 +96,31 @@ def records(runs: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- the README's route
-def test_the_readme_section_is_under_20_lines():
+def test_the_readme_section_is_under_25_lines():
     blocks = readme_blocks()
     assert set(blocks) == {"python", "toml", "yaml"}
-    assert sum(len([line for line in code.splitlines() if line.strip()]) for code in blocks.values()) < 20
+    assert sum(len([line for line in code.splitlines() if line.strip()]) for code in blocks.values()) < 25
+
+
+def test_the_readme_optimizer_passes_the_conformance_checks_at_popsize_1(isolated):
+    """Its class declares min_popsize = 1 (a (1+1)-ES at popsize 1), display_name, color and its step sizes in
+    _STATE_FIELDS: the registry-wide checks (popsize 1 built and driven, 0 refused, bit-identical save/restore of
+    the steps) pass, and the (1+1)-ES adapts its step (from 1 to below 1e-5 on a sphere it solves)."""
+    from test_protocol import CHECKS, drive
+
+    write_package(isolated, {"my_package.search": readme_blocks()["python"]})
+    cls = baselines.load_class("my_package.search:LocalSearch", ["my_package.search"])
+    assert (cls.min_popsize, cls.display_name, cls.color) == (1, "Local search", "#882255")
+    for check in CHECKS:
+        check("local_search")
+    one = baselines.make("local_search", x0=np.full(5, 3.0), popsize=1, seed=0)
+    res = sabo.run(one, lambda X: np.sum(X**2, axis=1), max_iter=1500)
+    assert res.fun < 1e-12 and res.nfev == 1501 and np.all(one.state_dict()["state"]["step"] < 1e-5)  # from 1
+    vector = drive(baselines.make("local_search", x0=np.full(5, 3.0), sigma0=[1.0, 1.0, 1.0, 1.0, 0.1], seed=0), 20)
+    step = vector.state_dict()["state"]["step"]
+    assert step.shape == (5,) and step[4] / step[0] == pytest.approx(0.1)  # per coordinate, from the vector sigma0
+    with pytest.raises(ValueError, match=r"popsize must be an integer in \[2, 1000000\]"):
+        baselines.make("ingo", x0=np.ones(3), popsize=1)  # the built-in methods compare candidates
 
 
 def test_the_readme_optimizer_runs_on_the_ci_profiles_of_two_studies(isolated, tmp_path, capsys):
@@ -306,6 +328,7 @@ def test_no_saved_state_or_checkpoint_can_make_a_module_be_imported(isolated, tm
         assert record["provenance"]["resumed"] == 0 and record["result"]["status"] == "completed"
         assert module not in sys.modules and name not in baselines.REGISTRY
         record_path(tmp_path / "runs", cfg).unlink()
+        kept_path(tmp_path / "runs", cfg).unlink()  # not put back from runs/.kept: the run must start afresh
         ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=10)
     assert len(quarantined_files(tmp_path / "runs")) == 2
 

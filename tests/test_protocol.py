@@ -20,7 +20,14 @@ import pytest
 import baselines
 import sabo
 from replication.synthetic.functions import ellipsoid
-from sabo.protocol import MAX_POPSIZE, MAX_POPULATION_ELEMENTS, OPTIMIZERS, AskTellOptimizer, NonFiniteValueError
+from sabo.protocol import (
+    MAX_POPSIZE,
+    MAX_POPULATION_ELEMENTS,
+    OPTIMIZERS,
+    STATE_FORMAT,
+    AskTellOptimizer,
+    NonFiniteValueError,
+)
 from sabo.serialization import dumps, loads
 from sabo.state import check_tree, to_data, tree_equal
 
@@ -144,7 +151,7 @@ def check_state_round_trip_is_bit_identical(name):
         opt = driven(name, pending=pending)
         state = opt.state_dict()
         check_tree("state", state)  # data only: no objects, tuples or NumPy scalars
-        assert state["format"] == 2 and state["optimizer"] == name
+        assert state["format"] == STATE_FORMAT and state["optimizer"] == name
         snapshot = loads(dumps(state))
         assert tree_equal(snapshot, state)
         restored = AskTellOptimizer.from_state_dict(snapshot)
@@ -261,7 +268,6 @@ def check_nonfinite_policies(name):
 
 
 BAD_COMMON = [  # (constructor arguments, message): every optimizer validates the suite's parameters
-    ({"popsize": 1}, r"popsize must be an integer in \[2, 1000000\]"),
     ({"popsize": 2.5}, "popsize must be an integer"),
     ({"sigma0": 0.0}, "sigma0 must be finite and > 0"),
     ({"sigma0": [1.0, -1.0, 1.0]}, "sigma0 must be finite and > 0"),
@@ -355,7 +361,9 @@ BAD_SPECIFIC = {  # name -> [(constructor arguments, message)]: each method's ow
 
 
 def check_bad_parameters_raise_naming_them(name):
-    for kwargs, message in BAD_COMMON + BAD_SPECIFIC.get(name, []):
+    smallest = baselines.REGISTRY[name].min_popsize  # 2, or 1 where the class declares that one candidate works
+    too_small = ({"popsize": smallest - 1}, rf"popsize must be an integer in \[{smallest}, 1000000\]")
+    for kwargs, message in [too_small, *BAD_COMMON, *BAD_SPECIFIC.get(name, [])]:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             with pytest.raises(ValueError, match=message):
@@ -363,9 +371,10 @@ def check_bad_parameters_raise_naming_them(name):
 
 
 def check_popsize_bounds(name):
+    least = baselines.REGISTRY[name].min_popsize
     for popsize in (10**9, 10**12, MAX_POPSIZE + 1):
         start = time.perf_counter()
-        with pytest.raises(ValueError, match=r"popsize must be an integer in \[2, 1000000\]"):
+        with pytest.raises(ValueError, match=rf"popsize must be an integer in \[{least}, 1000000\]"):
             baselines.make(name, x0=np.ones(5), popsize=popsize, seed=0)
         assert time.perf_counter() - start < 0.5, "an absurd popsize must fail before allocating"
     d = 1000
@@ -374,8 +383,8 @@ def check_popsize_bounds(name):
     with pytest.raises(ValueError, match=r"popsize \* d must be <= 268435456 .*popsize 268436 \* d 1000"):
         baselines.make(name, x0=np.ones(d), popsize=popsize, seed=0)
     assert time.perf_counter() - start < 0.5
-    smallest = drive(baselines.make(name, x0=np.ones(3), popsize=2, seed=0), 4, ellipsoid)
-    assert smallest.popsize == 2 and smallest.nit >= 1
+    smallest = drive(baselines.make(name, x0=np.ones(3), popsize=least, seed=0), 4, ellipsoid)
+    assert smallest.popsize == least and smallest.nit >= 1
 
 
 def check_default_popsize_is_declared_on_the_class(name):
@@ -389,6 +398,81 @@ def check_default_popsize_is_declared_on_the_class(name):
             baselines.make(name, x0=np.ones(D), popsize=None, seed=0)
         return
     assert baselines.make(name, x0=np.ones(D), popsize=None, seed=0).popsize == declared
+
+
+def told_in_pieces(opt, fun=objective, number=2, order=lambda pieces: pieces[::-1]):
+    """One population asked ``number`` rows at a time (pycma's ``ask(number)``) and told piece by piece in
+    ``order``; the pieces, as asked."""
+    pieces = []
+    while True:
+        try:
+            pieces.append(opt.ask(number))
+        except RuntimeError:  # every row is out
+            break
+    for piece in order(pieces):
+        opt.tell(piece, fun(piece))
+    return pieces
+
+
+def check_pieces_are_told_as_one_population(name):
+    """``ask(number)`` hands a population out in pieces, told in any order: the same run as whole tells, the
+    update at the last piece; a state saved between pieces restores them; what breaks the rules changes nothing."""
+    whole, pieces = build(name), build(name)
+    for _ in range(4):
+        X = whole.ask()
+        nit, nfev = pieces.nit, pieces.nfev
+        asked = told_in_pieces(pieces, order=lambda p: p[1:] + p[:1])  # the first piece last
+        assert np.array_equal(np.vstack(asked), X) and pieces.nfev == nfev + X.shape[0]
+        whole.tell(X, objective(X))
+        assert pieces.nit == whole.nit >= nit
+    assert tree_equal(pieces.state_dict(), whole.state_dict())
+
+    X = pieces.ask()
+    first, second = pieces.ask(3), pieces.ask(1)
+    assert np.array_equal(first, X[:3]) and np.array_equal(second, X[3:4])
+    with pytest.raises(RuntimeError, match=r"ask\(\) returns whole populations, but 4 of the"):
+        pieces.ask()
+    pieces.tell(second, objective(second))
+    before = pieces.state_dict()
+    assert before["state"]["handed"] == 4 and before["state"]["told_rows"].tolist()[:4] == [0, 0, 0, 1]
+    for bad, values, message in [(second, objective(second), r"X\[0\] is not a row .* not told yet"),  # told already
+                                 (X[-1:], objective(X[-1:]), r"X\[0\] is not a row"),  # not handed out yet
+                                 (first[:2], objective(first), r"values has shape \(3,\), expected \(2,\)"),
+                                 (first[:, :-1], objective(first), r"X has shape \(3, \d\); tell\(\) takes rows")]:
+        with pytest.raises(ValueError, match=message):
+            pieces.tell(bad, values)
+        assert_same_state(pieces, before, f"a piece refused with {message!r}")
+    restored = round_trip(before)
+    for opt in (pieces, restored):  # the rest, told in pieces again: restored mid-population, the same run
+        opt.tell(first, objective(first))
+        rest = told_in_pieces(opt, number=5)
+        assert np.array_equal(np.vstack([first, second, *rest]), X)
+    assert tree_equal(restored.state_dict(), pieces.state_dict())
+    assert np.array_equal(whole.ask(), X)
+    whole.tell(X, objective(X))
+    assert tree_equal(pieces.state_dict(), whole.state_dict())
+
+
+def check_stop_and_result_read_like_pycmas(name):
+    """``stop()`` and ``result``, pycma's way, from the optimizer's own bookkeeping; a restored optimizer says the
+    same."""
+    opt = build(name)
+    assert opt.stop() == {} and opt.stop(ftol=1e300, xtol=1e300) == {}  # nothing holds before a told population
+    assert opt.stop(max_iter=0, max_nfev=0) == {"max_iter": 0, "max_nfev": 0}
+    drive(opt, 6)
+    res = opt.result
+    assert np.array_equal(res.xbest, opt.x_best) and res.fbest == opt.f_best and res.evaluations == opt.nfev
+    assert res.iterations == opt.nit and np.array_equal(res.xfavorite, opt.mean) and res.stop == opt.stop()
+    assert 0 < res.evals_best <= opt.nfev
+    assert res.stds is None or (res.stds.shape == (D,) and np.all(res.stds > 0))
+    assert opt.stop(ftol=1e300, xtol=1e300) == {"ftol": 1e300, "xtol": 1e300}
+    assert opt.stop(ftol=0.0, xtol=0.0, max_iter=opt.nit + 1) == {}  # the last population is not flat nor a point
+    assert opt.stop(max_iter=opt.nit) == {"max_iter": opt.nit}
+    restored = round_trip(opt.state_dict())
+    assert restored.stop(ftol=1.0, xtol=1.0) == opt.stop(ftol=1.0, xtol=1.0)
+    assert tree_equal(to_data(restored.result._asdict()), to_data(res._asdict()))
+    with pytest.raises(ValueError, match="ftol must be >= 0"):
+        opt.stop(ftol=-1.0)
 
 
 # ---------------------------------------------------------------------------- hostile states
@@ -411,7 +495,7 @@ def _delete(path):
 
 
 HOSTILE_COMMON = [  # (mutation, message) valid for every optimizer (d = 6, an ask pending)
-    (_set(["format"], 1), r"format 2"),
+    (_set(["format"], 2), rf"format {STATE_FORMAT}; got 2"),
     (_delete(["rng"]), r"state: missing keys \['rng'\]"),
     (_set(["extra"], 0), r"state: unexpected keys \['extra'\]"),
     (_set(["state", "nfev"], -6), r"\['nfev'\] must be an integer in \[0, 9223372036854775807\]"),
@@ -438,7 +522,7 @@ HOSTILE_COMMON = [  # (mutation, message) valid for every optimizer (d = 6, an a
      r"state\['config'\]: sigma0 must be a scalar or an array of shape \(7,\)"),
     (_set(["config", "x0"], lambda a: np.where(np.arange(D) == 2, np.inf, a)), r"state\['config'\]: x0 must be finite"),
     (_set(["config", "x0"], lambda a: a > 0.5), r"state\['config'\]: x0 must contain real numbers, not booleans"),
-    (_set(["config", "popsize"], 10**9), r"state\['config'\]: popsize must be an integer in \[2, 1000000\]"),
+    (_set(["config", "popsize"], 10**9), r"state\['config'\]: popsize must be an integer in \[\d, 1000000\]"),
     (_set(["config", "nonfinite"], "ignore"), r"state\['config'\]: nonfinite must be one of"),
     (_set(["config", "seed"], (1, 2)), r"state\['config'\]\['seed'\]: tuple is not state data"),
     (_set(["rng", "bit_generator"], "RandomState"), r"bit_generator'\] must be one of \['MT19937', 'PCG64'"),
@@ -475,6 +559,8 @@ CHECKS = [
     check_bad_parameters_raise_naming_them,
     check_default_popsize_is_declared_on_the_class,
     check_popsize_bounds,
+    check_pieces_are_told_as_one_population,
+    check_stop_and_result_read_like_pycmas,
     check_hostile_states_are_refused,
 ]
 

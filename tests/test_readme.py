@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.optimize
 
 import sabo
 import sabo.protocol
@@ -42,9 +43,10 @@ def test_the_result_reads_like_scipys():
     assert res["x"] is res.x and res["fun"] == res.fun and isinstance(res, dict)
     assert {"x", "fun", "x_best", "fun_best", "nit", "nfev", "success", "status", "message", "history",
             "stats"} <= set(res.keys())
-    assert res.success is True and res.message == "maximum number of iterations reached"
+    assert res.success is False and res.status == 2 and res.message == "maximum number of iterations reached"
+    assert isinstance(res, scipy.optimize.OptimizeResult)
     assert res.fun_best == pytest.approx(np.sum(res.x_best**2)) and res.fun == pytest.approx(np.sum(res.x**2))
-    assert "success=True" in repr(res) and "history=<20 records>" in repr(res)
+    assert "success=False" in repr(res) and "history=<20 records>" in repr(res)
     with pytest.raises(AttributeError):
         getattr(res, "no_such_field")  # noqa: B009 (the attribute access is the test)
     res.extra = 1  # attribute and item are the same thing, as in scipy

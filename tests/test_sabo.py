@@ -87,8 +87,8 @@ def test_minimize_budget_and_callback():
     res = sabo.minimize(sphere, np.ones(4), vectorized=True, popsize=6, seed=0, max_nfev=100)
     assert res.status == 1 and res.nfev <= 100 and res.nfev + 6 + 1 > 100
     res = sabo.minimize(sphere, np.ones(4), vectorized=True, popsize=6, seed=0, max_iter=50,
-                        callback=lambda opt: opt.nit >= 3)
-    assert res.status == 2 and res.nit == 3
+                        callback=lambda intermediate_result: intermediate_result.nit >= 3)
+    assert res.status == 99 and res.nit == 3 and not res.success
 
 
 def test_convergence_smoke_ellipsoid_50d():
