@@ -88,7 +88,7 @@ PACE = 0.9          # a beta keeps pace in a cell when it makes >= 90% of the be
 TARGET = -8.0       # log10 f is floored here: f <= 1e-8 is solved (COCO's final target); decades below it mean nothing
 SAFE_SHARE = 0.05   # the most update-safeguard activity (median share of iterations, in every cell) a default may show
 MIN_DECADES = 0.3   # cells where no beta gained this much are not scored (a share of ~0 means nothing)
-CURRENT_LR = 0.1    # the library's default beta, the row the others are compared with
+EARLIER_LR = 0.1    # the library's default beta when this was measured (now sabo.sabo.DEFAULT_LR = 0.3): dashed
 NEAR = 0.15         # "within 0.15 of x*": the distance the 2-d measurement used
 
 
@@ -299,7 +299,7 @@ def figure(cells: list[dict], result: dict, path: Path) -> list[Path]:
             bs = sorted(by_b)
             ax.plot(bs, [rho_study.median(by_b[b]) for b in bs], color=colours[i % len(colours)],
                     marker=markers[i % len(markers)], ms=4, lw=1.8 if lr == result["chosen"] else 1.0,
-                    ls="-" if lr != CURRENT_LR else "--", label=f"beta = {lr:g}")
+                    ls="-" if lr != EARLIER_LR else "--", label=f"beta = {lr:g}")
         ax.axhline(PACE, color="0.4", ls=":", lw=1)
         budget_axis(ax)
         ax.set_title(f"d = {d}", fontsize=9)
@@ -311,13 +311,13 @@ def figure(cells: list[dict], result: dict, path: Path) -> list[Path]:
         bs = sorted(v)
         ax.plot(bs, [v[b][0] / v[b][1] if v[b][1] else np.nan for b in bs], color=colours[i % len(colours)],
                 marker=markers[i % len(markers)], ms=4, lw=1.8 if lr == result["chosen"] else 1.0,
-                ls="-" if lr != CURRENT_LR else "--", label=f"beta = {lr:g}")
+                ls="-" if lr != EARLIER_LR else "--", label=f"beta = {lr:g}")
     budget_axis(ax)
     ax.set_title("all d and functions", fontsize=9)
     ax.set_ylabel(f"share of cells keeping pace (>= {PACE:.0%})", fontsize=8.5)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(lrs), fontsize=8, frameon=False)
-    fig.suptitle(f"SABO: step size beta against budget (dashed: beta = {CURRENT_LR:g}, the current default; thick: "
+    fig.suptitle(f"SABO: step size beta against budget (dashed: beta = {EARLIER_LR:g}, the earlier default; thick: "
                  "proposed)", fontsize=9.5)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     paths = [path.with_suffix(".png"), path.with_suffix(".svg")]

@@ -7,7 +7,7 @@ Quick start::
 
 or drive the optimizer yourself::
 
-    opt = sabo.SABO(x0, sigma0=1.0, popsize=50, lr=0.1, seed=0)  # rho: 0.05 sqrt(d)
+    opt = sabo.SABO(x0, sigma0=1.0, popsize=50, seed=0)  # lr: 0.3, rho: 0.05 sqrt(d)
     while opt.nit < 100:
         X = opt.ask()
         opt.tell(X, f(X))

@@ -358,11 +358,11 @@ def test_steady_state_workers_get_extra_candidates_whose_values_sabo_does_not_us
 def test_nevergrads_cheap_constraint_example_runs():
     """Nevergrad's documented example (its NGOpt reaches [1.0004, 0.5068]): a candidate violating the constraint is
     told +inf (the worst of its population) and asked again; the recommendation satisfies the constraint."""
-    for budget in (100, 1000):
+    for budget, most in ((100, 1.0), (1000, 0.26)):  # the constrained optimum: 0.25 at (1, 0.5)
         optimizer = sabo_optimizer(2, budget)
         optimizer.parametrization.register_cheap_constraint(lambda x: x[0] >= 1)
         recommendation = optimizer.minimize(shifted_sphere)
-        assert recommendation.value[0] >= 1 and shifted_sphere(recommendation.value) < 0.5  # 0.25 at best
+        assert recommendation.value[0] >= 1 and shifted_sphere(recommendation.value) < most
         assert optimizer.num_tell == budget and optimizer.sabo.nit > budget // 12  # rejected samples told too
 
 

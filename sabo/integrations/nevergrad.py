@@ -179,7 +179,8 @@ class ParametrizedSABO(base.ConfiguredOptimizer):
     """
 
     # keyword-only arguments, as in Nevergrad's configured optimizers (its repr lists those set)
-    def __init__(self, *, popsize: int | None = None, scale: float = 1.0, lr=0.1, rho=None, baseline: str = "mean",
+    def __init__(self, *, popsize: int | None = None, scale: float = 1.0, lr=sabo.sabo.DEFAULT_LR, rho=None,
+                 baseline: str = "mean",
                  shaping: str = "zscore", perturbation: str = "closed_form", rho_reading: str = "paper",
                  precision_floor: float = 0.05, nonfinite: str = "raise") -> None:
         super().__init__(_SABO, locals(), as_config=True)
