@@ -138,3 +138,24 @@ def test_sabo_bench_run_prints_lines_where_stderr_is_no_terminal(tmp_path, capsy
     with pytest.raises(SystemExit) as stop:
         main([*common, "--quiet", "--progress", "lines"])
     assert stop.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_eta_accuracy_reads_the_bar_as_it_is_drawn():
+    """benchmarks/eta_accuracy.py reads the share, the elapsed time and the ETA off the bar a terminal shows: a
+    change of the bar's format must not leave it reading nothing."""
+    import io
+
+    from helpers import benchmark_script
+    from tqdm import tqdm
+
+    script = benchmark_script("eta_accuracy")
+    out = io.StringIO()
+    drawn = tqdm(total=100.0, desc="synthetic", bar_format=progress_module.BAR_FORMAT, file=out, ncols=150)
+    drawn.n = 37.5
+    drawn.set_postfix_str("ETA 1:02:03, 5/108 runs, last d200_N100/levy/turbo/seed0")
+    drawn.close()
+    assert script.READING.findall(out.getvalue().encode())[-1] == (b"38", b"00:00", b"1:02:03")
+    assert script.seconds(b"1:02:03") == 3723.0 and script.seconds(b"?") is None
+    readings = [(10.0, 80.0, 10), (50.0, 110.0, 45), (90.0, 100.0, 95)]  # (time, predicted end, share shown)
+    assert script.points(100.0, readings) == ("10%: -20% (bar 10%); 25%: -20% (bar 10%); 50%: +10% (bar 45%); "
+                                              "75%: +10% (bar 45%); 90%: +0% (bar 95%)")
