@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from .config import RunConfig
 from .costs import cost_estimates
 from .engine import checkpoint_path, checkpoint_summary, load_record, lock_path, record_status
-from .eta import Eta
-from .progress import clock, eta_groups
+from .eta import MIN_REPORTED, Eta
+from .progress import clock, eta_groups, work_share
 
 
 def lock_held(path) -> bool:
@@ -55,7 +55,7 @@ def lock_held(path) -> bool:
 
 @dataclass
 class Running:
-    """A run whose lock is held: its label, the share its last checkpoint holds, and how old that is."""
+    """A run whose lock is held: its label, the share of its work its last checkpoint holds, and how old that is."""
 
     config: RunConfig
     fraction: float
@@ -97,14 +97,14 @@ class StudyStatus:
         out = [head + ", ".join(parts)]
         for run in self.running:
             age = ("no checkpoint yet" if run.checkpoint_age_s is None else
-                   f"{run.fraction:.0%} at its last checkpoint, {clock(round(run.checkpoint_age_s))} ago")
+                   f"{run.fraction:.0%} of its work at its last checkpoint, {clock(round(run.checkpoint_age_s))} ago")
             out.append(f"  running: {run.config.label} [{run.config.hash}] ({age})")
         return out
 
 
 @dataclass
 class _Left:
-    """A run without a record: the fraction it has left, and its checkpoint's (seconds, fraction done, mtime)."""
+    """A run without a record: the share of its work left, and its checkpoint's (seconds, share done, mtime)."""
 
     config: RunConfig
     fraction_left: float
@@ -130,35 +130,42 @@ def read_study(study: str, profile: str, configs: list[RunConfig], runs_dir, *, 
         if kind == "corrupt":
             status.counts["corrupt"] = status.counts.get("corrupt", 0) + 1
         fraction, seconds = checkpoint_summary(runs_dir, config)
-        written = checkpoint_path(runs_dir, config).stat().st_mtime if fraction > 0 else None
+        share = work_share(config, fraction)
+        written = checkpoint_path(runs_dir, config).stat().st_mtime if share > 0 else None
         if lock_held(lock_path(runs_dir, config)):
-            status.running.append(Running(config, fraction, None if written is None else max(now - written, 0.0)))
+            status.running.append(Running(config, share, None if written is None else max(now - written, 0.0)))
         elif kind == "partial":
             status.partial += 1
         elif kind == "pending":
             status.pending += 1
-        left.append(_Left(config, 1.0 - fraction, None if written is None else (seconds, fraction, written)))
+        left.append(_Left(config, 1.0 - share, None if written is None else (seconds, share, written)))
     return status, left, observations
 
 
 def seconds_left(left: list, observations: list, running: set, *, workers: int, now: float) -> float | None:
     """The runs ``left`` scheduled stage by stage (one (setting, method) after another) on ``workers`` workers,
-    the ``running`` ones (config hashes) first, from their checkpoints; None if nothing is measured."""
+    the ``running`` ones (config hashes) first; None if nothing is measured. A running run's checkpoint (its
+    seconds so far over its share done) predicts its own time left and, as a measurement of this session, its
+    groups' rates in every stage."""
+    costs = cost_estimates([item.config for item in left])
+    current = [item for item in left if item.config.hash in running and item.checkpoint is not None]
     stages: dict = {}
     for item in left:
         stages.setdefault((item.config.setting, item.config.method), []).append(item)
     total = 0.0
     for items in stages.values():
-        costs = cost_estimates([item.config for item in items])
+        keys = {item.config.hash for item in items}
         items.sort(key=lambda item: (item.config.hash not in running, -costs[item.config.hash]))
         eta = Eta([(i.config.hash, costs[i.config.hash], eta_groups(i.config), i.fraction_left) for i in items])
         for groups, cost, seconds in observations:
             eta.observe(groups, cost, seconds, earlier=True)
         eta.start(max(workers, sum(i.config.hash in running for i in items)), now)
-        for item in items:
-            if item.config.hash in running and item.checkpoint is not None:
-                seconds, done, written = item.checkpoint
+        for item in current:
+            seconds, done, written = item.checkpoint
+            if item.config.hash in keys:
                 eta.progress(item.config.hash, seconds, done, item.fraction_left, written)
+            elif done >= MIN_REPORTED:
+                eta.observe(eta_groups(item.config), costs[item.config.hash] * done, seconds)
         stage = eta.seconds_left(now)
         if stage is None:
             return None

@@ -72,6 +72,18 @@ def test_the_eta_schedules_each_stage_on_the_workers_from_the_measured_rates(tmp
     assert empty.seconds_left is None and empty.pending == 8 and not empty.borrowed
 
 
+def test_a_running_runs_checkpoint_gives_an_eta_before_any_run_has_finished(tmp_path):
+    """No record yet: the running run's checkpoint (its seconds over its share done) predicts its own stage and,
+    through its method's rate, the other stages' runs."""
+    configs = tiny_configs()
+    running = configs[0]
+    checkpoint_of(running, tmp_path, iters=15)
+    with FileLock(lock_path(tmp_path, running)):
+        [status] = pipeline_status({"synthetic": ("tiny", configs)}, tmp_path, workers=2)
+    assert status.recorded == 0 and [r.config for r in status.running] == [running]
+    assert status.running[0].fraction == pytest.approx(0.5) and status.seconds_left > 0
+
+
 def test_status_names_the_running_and_interrupted_runs_and_changes_nothing(tmp_path, capsys):
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(TINY))
@@ -95,7 +107,7 @@ def test_status_names_the_running_and_interrupted_runs_and_changes_nothing(tmp_p
     assert re.fullmatch(r"synthetic \(profile tiny\): 4/8 runs recorded \(4 completed\), 2 running, 1 partial "
                         r"\(interrupted\), 1 pending, ETA \d\d:\d\d", out[0]), out[0]
     running_lines = sorted(line for line in out if line.startswith("  running: "))
-    expected = sorted([f"  running: {running.label} [{running.hash}] (50% at its last checkpoint, ",
+    expected = sorted([f"  running: {running.label} [{running.hash}] (50% of its work at its last checkpoint, ",
                        f"  running: {held_long.label} [{held_long.hash}] (no checkpoint yet)"])
     assert [line[:len(e)] for line, e in zip(running_lines, expected)] == expected
     assert out[-1].startswith("all: 4/8 runs recorded; ETA ")
