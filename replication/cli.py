@@ -321,7 +321,7 @@ def cmd_status(args) -> int:
     if not left:
         print(f"all: {recorded}/{total} runs recorded")
     elif any(s.seconds_left is None for s in left):
-        print(f"all: {recorded}/{total} runs recorded; ETA unknown until a run has finished")
+        print(f"all: {recorded}/{total} runs recorded; ETA unknown until a run has finished or written a checkpoint")
     else:
         seconds = sum(s.seconds_left for s in left)
         ends = time.strftime("%H:%M", time.localtime(time.time() + seconds))

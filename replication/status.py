@@ -90,7 +90,7 @@ class StudyStatus:
         if self.recorded == self.total:
             parts.append("done")
         elif self.seconds_left is None:
-            parts.append("ETA unknown: no run of any study has finished yet")
+            parts.append("ETA unknown: no run has finished or written a checkpoint yet")
         else:
             parts.append(f"ETA {clock(round(self.seconds_left))}" +
                          (" (no record of this study yet: other studies' rates)" if self.borrowed else ""))
