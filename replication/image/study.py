@@ -197,15 +197,22 @@ def cost(config: RunConfig) -> float:
     MMES (17 evaluations an iteration) ran 3x, SABO (200) 0.7x INGO's seconds per unit.
     """
     from replication.costs import run_cost
-    from replication.curve import log_grid
 
     pr = config.problem
     k = int(pr["umap"]["n_components"])
     eval_cost = pr["batch_size"] * (k + ELEMENTWISE_PER_LOGIT) + k * pr["d_tilde"]
     n_train, n_test = EXAMPLES[pr["name"]]
     metrics = 2 * (k + ELEMENTWISE_PER_LOGIT) * (n_train + 2 * n_test) + METRICS_FIXED
-    points = len(log_grid(int(config.budget["max_iter"]))) + 1  # and the starting point
-    return run_cost(config, dim=search_dim(pr["d_tilde"]), eval_cost=eval_cost) + points * metrics
+    return (run_cost(config, dim=search_dim(pr["d_tilde"]), eval_cost=eval_cost)
+            + curve_points(int(config.budget["max_iter"])) * metrics)
+
+
+@functools.lru_cache(maxsize=64)
+def curve_points(max_iter: int) -> int:
+    """The points of a run's curve: the start and the engine's log-spaced grid (:func:`replication.curve.log_grid`)."""
+    from replication.curve import log_grid
+
+    return len(log_grid(max_iter)) + 1
 
 
 def outcomes(params: dict, records: list[dict]) -> dict:
