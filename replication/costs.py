@@ -75,10 +75,15 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
     return cls.cost_of_iterations(dim, popsize, steps, config.params) + steps * evaluations * eval_cost
 
 
-def cost_estimates(configs) -> dict[str, float]:
-    """Each run's cost estimate (its study's ``cost(config)``; a negative one counts as 0) by config hash.
+def cost_estimate(config: RunConfig) -> float:
+    """A run's cost estimate: its study's ``cost(config)``, a negative one counted as 0.
 
     The executors start the costliest runs first; the ETA calibrates the estimates with measured times
     (:mod:`replication.eta`), so their scale does not matter (the prompt study's are ~1e13).
     """
-    return {c.hash: max(float(get_study(c.study).cost(c)), 0.0) for c in configs}
+    return max(float(get_study(config.study).cost(config)), 0.0)
+
+
+def cost_estimates(configs) -> dict[str, float]:
+    """:func:`cost_estimate` of each config, by config hash."""
+    return {c.hash: cost_estimate(c) for c in configs}

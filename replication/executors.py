@@ -53,7 +53,7 @@ import baselines
 
 from . import stopping
 from .config import RunConfig
-from .costs import cost_estimates
+from .costs import cost_estimate, cost_estimates
 from .devices import pin, visible_gpus, worker_devices
 from .engine import RunBusy, check_parameters, execute, load_record
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError
@@ -219,7 +219,8 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     # packages this process lacks, unless it starts the Ray instance itself
     check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))
     calibration = [r for r in calibration if r["config_hash"] not in records]
-    costs = cost_estimates([*configs, *(RunConfig.from_dict(r["config"]) for r in calibration)])
+    costs = cost_estimates(configs)
+    costs.update((r["config_hash"], cost_estimate(RunConfig.from_dict(r["config"]))) for r in calibration)
     todo.sort(key=lambda c: -costs[c.hash])
     tracker = Progress(configs, records, todo, costs, runs_dir, on_record, mode=mode, label=label,
                        keep_going=keep_going, calibration=calibration)

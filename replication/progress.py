@@ -68,7 +68,7 @@ def work_share(config: RunConfig, fraction: float) -> float:
 
 def _seconds(record: dict) -> float | None:
     """A finished run's measured wall time, or None for a run that measures no rate (diverged: it stopped early)."""
-    return record["provenance"].get("wall_time_s") or 0.0 if record["result"]["status"] == "completed" else None
+    return (record["provenance"].get("wall_time_s") or 0.0) if record["result"]["status"] == "completed" else None
 
 
 def progress_mode(progress) -> str:
@@ -99,9 +99,9 @@ class Progress:
         self.eta = Eta([(c.hash, costs[c.hash], self._groups[c.hash],
                          1.0 - work_share(c, checkpoint_progress(runs_dir, c)) if self.enabled else 1.0) for c in todo])
         for record in [*records.values(), *calibration]:  # earlier sessions' and other stages' times
-            config = RunConfig.from_dict(record["config"])
-            if _seconds(record) is not None and config.hash in costs:
-                self.eta.observe(eta_groups(config), costs[config.hash], _seconds(record), earlier=True)
+            if _seconds(record) is not None and record["config_hash"] in costs:
+                self.eta.observe(eta_groups(RunConfig.from_dict(record["config"])), costs[record["config_hash"]],
+                                 _seconds(record), earlier=True)
         self._todo, self._computed, self._slots = len(todo), 0, 1
         self._lock = threading.RLock()
         self._began = self._first = None  # when the runs started; (elapsed, predicted total) first shown
