@@ -132,9 +132,14 @@ class Eta:
         if seconds is not None:
             self.observe(run.groups, run.cost, seconds)
             if not run.opened and run.started is not None:  # this session's part of a resumed run's time
-                self._overhead[0] += (now - run.started) - seconds * self._left[key]
-                self._overhead[1] += 1
+                self.observe_overhead((now - run.started) - seconds * self._left[key])
         self._fill(now)
+
+    def observe_overhead(self, seconds: float, runs: int = 1) -> None:
+        """The executor's own ``seconds`` over ``runs`` runs, beyond the runs' measured times (:meth:`finished`
+        measures them as runs end; ``sabo-bench status`` reads them off the records' times)."""
+        self._overhead[0] += seconds
+        self._overhead[1] += runs
 
     def released(self, key, now: float) -> None:
         """A run of ``todo`` was handed back unrun: its worker is free, and it goes to the end of the queue."""

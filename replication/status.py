@@ -9,9 +9,11 @@ last checkpoint holds, the runs with a checkpoint and no process (``partial``: i
 the ETA. The ETA is :class:`replication.eta.Eta`'s, fed as a run's progress bar would be: the
 study's finished records calibrate the cost estimates (seconds per unit per method and setting,
 else per method, else the median method's), a running run is predicted from its own checkpoint
-(its seconds so far over the share done) and a partial one for what it has left. The runs left
-are scheduled on ``workers`` workers stage by stage, one (setting, method) after another, as
-``dvc repro`` runs the pipeline's stages (``dvc.yaml``: ``--workers 2``); the studies add up.
+(its seconds so far over the share done) and a partial one for what it has left, and every run
+takes the executor's own seconds per run measured in the study's latest session
+(:func:`executor_seconds`). The runs left are scheduled on ``workers`` workers stage by stage,
+one (setting, method) after another, as ``dvc repro`` runs the pipeline's stages (``dvc.yaml``:
+``--workers 2``); the studies add up.
 A study without a finished record yet is predicted from the other studies' rates (the cost
 estimates share one unit: about 0.015 us of one core's work). Not counted: the report stages,
 and a machine whose load changes.
@@ -19,9 +21,11 @@ and a machine whose load changes.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from .config import RunConfig
 from .costs import cost_estimates
@@ -111,17 +115,44 @@ class _Left:
     checkpoint: tuple | None
 
 
+#: a pause longer than this without a run starting or ending separates two sessions of a study
+SESSION_GAP_S = 300.0
+
+
+def executor_seconds(spans, workers: int) -> tuple[float, int]:
+    """(the executor's own seconds, runs) of the latest session of runs ``spans`` (``(started, finished, wall
+    seconds)`` of their records: unix times and ``wall_time_s``): its ``workers`` slots over its span less the
+    runs' measured times. What a run costs beyond its record's time: handing it to a worker, building its
+    problem, writing its record (on the image study's quick profile about 1 s a run under load, a fifth of
+    the slots' time). Nothing from fewer than 2 ``workers`` runs. The runs still running count as idle
+    slots: an overestimate early in a session."""
+    block, first, reach = [], 0.0, -math.inf
+    for started, finished, wall in sorted(spans):
+        if started - reach > SESSION_GAP_S:
+            block, first = [], started
+        block.append(wall)
+        reach = max(reach, finished)
+    if len(block) < 2 * workers:
+        return 0.0, 0
+    return max(workers * (reach - first) - sum(block), 0.0), len(block)
+
+
 def read_study(study: str, profile: str, configs: list[RunConfig], runs_dir, *, now: float):
     """(:class:`StudyStatus` without its ETA, the runs left (:class:`_Left`), the observations ``(groups, cost,
-    seconds)`` of its completed records: a diverged run stopped early, its time is no rate)."""
+    seconds)`` of its completed records (a diverged run stopped early, its time is no rate), the ``(started,
+    finished, wall seconds)`` of its records)."""
     status = StudyStatus(study, profile, len(configs))
     costs = cost_estimates(configs)
-    left, observations = [], []
+    left, observations, spans = [], [], []
     for config in configs:
         record = load_record(runs_dir, config)
         if record is not None:
             state = record["result"]["status"]
             status.counts[state] = status.counts.get(state, 0) + 1
+            provenance = record["provenance"]
+            spans.append((datetime.fromisoformat(provenance["started_utc"]).timestamp(),
+                          datetime.fromisoformat(provenance["finished_utc"]).timestamp(),
+                          provenance.get("wall_time_s") or 0.0))
             if state == "completed":
                 observations.append((eta_groups(config), costs[config.hash],
                                      record["provenance"].get("wall_time_s") or 0.0))
@@ -139,14 +170,15 @@ def read_study(study: str, profile: str, configs: list[RunConfig], runs_dir, *, 
         elif kind == "pending":
             status.pending += 1
         left.append(_Left(config, 1.0 - share, None if written is None else (seconds, share, written)))
-    return status, left, observations
+    return status, left, observations, spans
 
 
-def seconds_left(left: list, observations: list, running: set, *, workers: int, now: float) -> float | None:
+def seconds_left(left: list, observations: list, running: set, *, workers: int, now: float,
+                 overhead: tuple = (0.0, 0)) -> float | None:
     """The runs ``left`` scheduled stage by stage (one (setting, method) after another) on ``workers`` workers,
     the ``running`` ones (config hashes) first; None if nothing is measured. A running run's checkpoint (its
     seconds so far over its share done) predicts its own time left and, as a measurement of this session, its
-    groups' rates in every stage."""
+    groups' rates in every stage. ``overhead``: the executor's (seconds, runs) (:func:`executor_seconds`)."""
     costs = cost_estimates([item.config for item in left])
     current = [item for item in left if item.config.hash in running and item.checkpoint is not None]
     stages: dict = {}
@@ -159,6 +191,7 @@ def seconds_left(left: list, observations: list, running: set, *, workers: int, 
         eta = Eta([(i.config.hash, costs[i.config.hash], eta_groups(i.config), i.fraction_left) for i in items])
         for groups, cost, seconds in observations:
             eta.observe(groups, cost, seconds, earlier=True)
+        eta.observe_overhead(*overhead)
         eta.start(max(workers, sum(i.config.hash in running for i in items)), now)
         for item in current:
             seconds, done, written = item.checkpoint
@@ -179,10 +212,10 @@ def pipeline_status(studies: dict, runs_dir, *, workers: int, now: float | None 
     now = time.time() if now is None else now
     read = {name: read_study(name, profile, configs, runs_dir, now=now)
             for name, (profile, configs) in studies.items()}
-    everyone = [obs for _, _, observations in read.values() for obs in observations]
-    for status, left, observations in read.values():
+    everyone = [obs for _, _, observations, _ in read.values() for obs in observations]
+    for status, left, observations, spans in read.values():
         if left:
             status.borrowed = not observations and bool(everyone)
             status.seconds_left = seconds_left(left, observations or everyone, {r.config.hash for r in status.running},
-                                               workers=workers, now=now)
-    return [status for status, _, _ in read.values()]
+                                               workers=workers, now=now, overhead=executor_seconds(spans, workers))
+    return [status for status, _, _, _ in read.values()]

@@ -119,3 +119,15 @@ def test_status_refuses_an_unknown_study_and_a_profile_for_several(tmp_path, cap
                                        "synthetic)\n")
     assert main(["status", "--profile", "quick"]) == 2
     assert "name one study with it" in capsys.readouterr().err
+
+
+def test_the_executors_seconds_per_run_come_from_the_latest_session():
+    """Two workers, four runs of 1 s measured, over 2.5 s: 1 s of the slots' 5 s went to the executor (0.25 s a run).
+    An earlier session (a pause of over SESSION_GAP_S) does not count; fewer than 2 workers' runs tell nothing."""
+    from replication.status import SESSION_GAP_S, executor_seconds
+
+    session = [(1000.0, 1001.0, 1.0), (1000.0, 1001.0, 1.0), (1001.5, 1002.5, 1.0), (1001.5, 1002.5, 1.0)]
+    assert executor_seconds(session, 2) == (1.0, 4)
+    earlier = [(0.0, 50.0, 1.0), (0.0, 900.0 - SESSION_GAP_S, 1.0)]      # mostly idle, then a pause
+    assert executor_seconds(earlier + session, 2) == (1.0, 4)
+    assert executor_seconds(session[:3], 2) == (0.0, 0)
