@@ -4,7 +4,7 @@ Typical use (from the repository root, where params.yaml lives):
 
     sabo-bench prepare image                         # data and cached features, where a study has them
     sabo-bench run synthetic --workers 2            # every run of the active profile
-    sabo-bench run synthetic --profile quick         # the < 5 minute preview
+    sabo-bench run synthetic --profile quick         # the preview (the bo extra; 18-23 min on 2 cores)
     sabo-bench run-one synthetic --setting d200_N50 --function levy --method sabo --seed 0
     sabo-bench list synthetic                        # completed, diverged, corrupt, partial, pending runs
     sabo-bench status                                # every study: runs recorded, running, ETA (read-only)
