@@ -99,7 +99,19 @@ def test_the_demo_previews_every_registered_method(random_search, capsys, monkey
         raise ImportError("the Nevergrad adapter needs the nevergrad package")
 
     monkeypatch.setattr(baselines.Nevergrad, "check_member", staticmethod(not_installed))
+    from threadpoolctl import threadpool_info
+
+    seen, run = [], demo.sabo.run
+    monkeypatch.setattr(demo.sabo, "run", lambda *a, **k: seen.append(max(p["num_threads"] for p in threadpool_info()))
+                        or run(*a, **k))
+    def threads():
+        return {p["filepath"]: p["num_threads"] for p in threadpool_info()}
+
+    before = threads()
     demo.main(["--dim", "4", "--popsize", "6", "--evals", "240"])
+    after = threads()  # the demo may load libraries (torch's OpenMP, building TuRBO-1): those before are compared
+    # one BLAS thread while it runs the methods, as a study's runs; the caller's threads again after it
+    assert set(seen) == {1} and {k: after[k] for k in before} == before
     out, err = capsys.readouterr()
     lines = out.splitlines()
     header = lines[1].split()
