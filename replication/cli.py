@@ -568,17 +568,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true", help="only the counts per status")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("status", help="how far each study is (runs recorded, running, partial, pending) and its ETA, "
-                                      "for the active profiles; changes nothing (safe while a pipeline runs)")
-    p.add_argument("study", nargs="*", metavar="STUDY",
-                   help=f"only these studies (default: every one of the parameter file; {', '.join(STUDIES)})")
-    p.add_argument("--params", default="params.yaml", help="parameter file (default: %(default)s)")
-    p.add_argument("--profile", help="with one STUDY: this profile instead of the active one")
-    p.add_argument("--runs-dir", default="runs", type=directory, help="where run records live (default: %(default)s)")
-    p.add_argument("--workers", type=positive_int, default=2,
-                   help="workers the ETA schedules the runs left on (default: %(default)s, as dvc.yaml's stages)")
-    p.set_defaults(func=cmd_status)
-
     p = sub.add_parser("prepare", help="prepare a study's data (e.g. the image study's cached UMAP features)")
     add_common(p, selection=False)
     p.add_argument("--refit", action="store_true",
@@ -609,6 +598,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ui", default=DEFAULT_UI, metavar="URL",
                    help="where `mlflow ui` serves, for the comparison page's address (default: %(default)s)")
     p.set_defaults(func=cmd_track)
+
+    p = sub.add_parser("status", help="how far each study is (runs recorded, running, partial, pending) and its ETA, "
+                                      "for the active profiles; changes nothing (safe while a pipeline runs)")
+    p.add_argument("study", nargs="*", metavar="STUDY",
+                   help=f"only these studies (default: every one of the parameter file; {', '.join(STUDIES)})")
+    p.add_argument("--params", default="params.yaml", help="parameter file (default: %(default)s)")
+    p.add_argument("--profile", help="with one STUDY: this profile instead of the active one")
+    p.add_argument("--runs-dir", default="runs", type=directory, help="where run records live (default: %(default)s)")
+    p.add_argument("--workers", type=positive_int, default=2,
+                   help="workers the ETA schedules the runs left on (default: %(default)s, as dvc.yaml's stages)")
+    p.set_defaults(func=cmd_status)
     return ap
 
 
