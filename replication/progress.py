@@ -137,11 +137,11 @@ class Progress:
             self._heartbeat.start()
 
     def finished(self, record: dict) -> None:
+        if self.on_record is not None:  # outside the lock: logging to MLflow may take seconds
+            self.on_record(record)
         with self._lock:
             key = record["config_hash"]
             self.records[key] = record
-            if self.on_record is not None:
-                self.on_record(record)
             self._held.discard(key)
             self._computed += 1
             self.eta.finished(key, time.monotonic(), seconds=_seconds(record))
