@@ -42,7 +42,7 @@ schedules what is left:
 What it cannot know: a run slower than predicted (it counts as ending now), a change of the
 machine's load during the session (the rates are this session's means), and, before a method
 has run for a while, how its rate differs from the others' (on the quick profiles, measured:
-up to 2.5x between methods).
+up to 3x between methods).
 """
 from __future__ import annotations
 
