@@ -7,12 +7,16 @@ has finished records, checkpoints and the longest runs already behind it. Every 
 bar gives a predicted end (its elapsed time + ETA); the script prints, for the resumed session
 (and the first one, if not stopped), when the first ETA appeared, and the error
 |predicted end - actual end| / actual end weighted by how long each reading was on screen, from
-10% of the wall time on (mean and worst). ``--code DIR`` imports ``replication`` from another
-checkout (e.g. ``git worktree add /tmp/old <commit>``), to compare ETAs in one sequence on the
-same machine: run the two alternately, since this machine's load changes the actual end.
+10% of the wall time on (mean and worst), then the predicted total against the actual one (and the
+share of the work the bar showed) at 10, 25, 50, 75 and 90% of the wall time, with the machine's
+load average at the start and the end. ``--code DIR`` imports ``replication`` from another
+checkout (e.g. ``git archive <commit> | tar -x -C /tmp/old``), to compare ETAs on the same
+machine: run the two alternately, since this machine's load changes the actual end. ``--keep
+DIR`` keeps the session's records (their curves' time stamps show how each run progressed).
 
     python benchmarks/eta_accuracy.py                        # synthetic ci, 2 workers, stop at 40 s
     python benchmarks/eta_accuracy.py --code /tmp/old        # the same with another checkout's code
+    python benchmarks/eta_accuracy.py --study bbob --profile quick --stop-after 0   # a whole quick profile
     python benchmarks/eta_accuracy.py --study image --profile full --earlier runs --redo 169 --stop-after 0
 
 ``--earlier DIR --redo K`` starts from a copy of the study's records under DIR (earlier sessions,
@@ -42,8 +46,10 @@ from pathlib import Path
 from replication.engine import record_paths
 
 ROOT = Path(__file__).resolve().parents[1]
-# "[01:23<02:10" (tqdm's own ETA, before 2026-11-27) or "[01:23, ETA 02:10" (replication.eta)
-READING = re.compile(rb"\| \[(\d[\d:]*)(?:<|, ETA )([\d:?]+)")
+# "[01:23<02:10" (tqdm's own ETA, before 2026-11-27) or "[01:23, ETA 02:10" (replication.eta), after the share
+# of the work done ("  7% of the estimated work |...")
+READING = re.compile(rb"(\d+)%[^|\n]*\|[^|\n]*\| \[(\d[\d:]*)(?:<|, ETA )([\d:?]+)")
+POINTS = (0.1, 0.25, 0.5, 0.75, 0.9)  # fractions of the wall time at which the predicted total is printed
 
 
 def seconds(clock: bytes) -> float | None:
@@ -55,8 +61,9 @@ def seconds(clock: bytes) -> float | None:
     return float(value)
 
 
-def session(command: list[str], stop_after: float | None) -> tuple[float, list[tuple[float, float | None]]]:
-    """(wall seconds, [(wall time of a redraw, predicted end or None)]) of one run of ``command`` under a pty."""
+def session(command: list[str], stop_after: float | None) -> tuple[float, list[tuple[float, float | None, int]]]:
+    """(wall seconds, [(wall time of a redraw, predicted end or None, percent shown)]) of one run of ``command``
+    under a pty."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))  # tqdm draws nothing 0 wide
     proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, start_new_session=True, cwd=ROOT)
@@ -74,8 +81,8 @@ def session(command: list[str], stop_after: float | None) -> tuple[float, list[t
                 break
             now = time.monotonic() - t0
             for match in READING.finditer(data):
-                left = seconds(match.group(2))
-                readings.append((now, None if left is None else now + left))
+                left = seconds(match.group(3))
+                readings.append((now, None if left is None else now + left, int(match.group(1))))
         elif proc.poll() is not None:
             break
     proc.wait()
@@ -84,16 +91,35 @@ def session(command: list[str], stop_after: float | None) -> tuple[float, list[t
 
 
 def score(total: float, readings) -> str:
-    shown = [(t, end) for t, end in readings if end is not None]
+    shown = [(t, end) for t, end, _ in readings if end is not None]
     first = f"{shown[0][0]:.1f} s" if shown else "never"
     start, weighted, span, worst = 0.1 * total, 0.0, 0.0, 0.0
-    for (t, end), t_next in zip(readings, [t for t, _ in readings[1:]] + [total]):
+    for (t, end, _), t_next in zip(readings, [t for t, _, _ in readings[1:]] + [total]):
         a, b = max(t, start), max(t_next, start)
         if b > a and end is not None:
             error = abs(end - total) / total
             weighted, span, worst = weighted + error * (b - a), span + b - a, max(worst, error)
     mean = f"{weighted / span:.0%}" if span else "n/a"
     return f"{total:.0f} s; first ETA after {first}; from 10% of the wall time on: mean error {mean}, worst {worst:.0%}"
+
+
+def points(total: float, readings) -> str:
+    """At each of :data:`POINTS` of the wall time, the reading then on screen: predicted total / actual - 1 and
+    the share of the work the bar showed."""
+    cells = []
+    for fraction in POINTS:
+        shown = [(end, percent) for t, end, percent in readings if t <= fraction * total]
+        if not shown:
+            cells.append(f"{fraction:.0%}: no reading")
+            continue
+        end, percent = shown[-1]
+        error = "no ETA" if end is None else f"{end / total - 1:+.0%}"
+        cells.append(f"{fraction:.0%}: {error} (bar {percent}%)")
+    return "; ".join(cells)
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def seed_runs(source: Path, target: Path, redo: int) -> None:
@@ -117,6 +143,7 @@ def main(argv=None) -> None:
     ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose replication package runs")
     ap.add_argument("--earlier", type=Path, help="a runs directory whose records of the study the session starts with")
     ap.add_argument("--redo", type=int, default=0, help="with --earlier: recompute the K records that finished last")
+    ap.add_argument("--keep", type=Path, help="copy the session's runs directory here at the end")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as runs:
         if args.earlier is not None:
@@ -126,14 +153,19 @@ def main(argv=None) -> None:
         command = [sys.executable, "-c", code, "run", args.study, "--profile", args.profile, "--workers",
                    str(args.workers), "--runs-dir", runs, "--no-track", *(["--method", *args.method] if args.method
                                                                         else [])]
-        print(f"code: {args.code}; {' '.join(command[3:])}", flush=True)
+        print(f"code: {args.code}; {' '.join(command[3:])}; {load()}", flush=True)
         total, readings = session(command, args.stop_after or None)
         if args.stop_after:
-            print(f"first session, stopped by SIGINT after {total:.0f} s")
+            print(f"first session, stopped by SIGINT after {total:.0f} s; {load()}")
             total, readings = session(command, None)
             print(f"resumed session: {score(total, readings)}")
         else:
             print(f"uninterrupted session: {score(total, readings)}")
+        print(f"predicted total / actual - 1 at fractions of the wall time: {points(total, readings)}")
+        print(f"at the end: {load()}")
+        if args.keep is not None:
+            shutil.copytree(runs, args.keep, dirs_exist_ok=True)
+            print(f"records kept in {args.keep}")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ Typical use (from the repository root, where params.yaml lives):
 
     sabo-bench prepare image                         # data and cached features, where a study has them
     sabo-bench run synthetic --workers 2            # every run of the active profile
-    sabo-bench run synthetic --profile quick         # the < 5 minute preview
+    sabo-bench run synthetic --profile quick         # the preview (the bo extra; 18-23 min on 2 cores)
     sabo-bench run-one synthetic --setting d200_N50 --function levy --method sabo --seed 0
     sabo-bench list synthetic                        # completed, diverged, corrupt, partial, pending runs
+    sabo-bench status                                # every study: runs recorded, running, ETA (read-only)
     sabo-bench report synthetic                      # tables, figures and claim verdicts -> results/
     sabo-bench report synthetic --profile quick --out results/quick   # a preview beside the full report
     sabo-bench report synthetic --from-table results/synthetic_runs.parquet   # from the committed run table
@@ -30,6 +31,7 @@ import inspect
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from . import startup, stopping  # startup first: a Ctrl-C during the imports below is one line
@@ -38,6 +40,7 @@ from .engine import RUN_STATUSES, execute, load_record, record_status
 from .errors import ResourceUnavailable, RunFailed, RunsFailed, UsageError, file_problem, one_line
 from .executors import EXECUTORS, default_workers, one_thread, run_configs
 from .names import natural_order
+from .progress import PROGRESS_MODES, clock
 from .storage import quarantined_files
 from .studies import STUDIES, get_study, optional_hook
 from .studies import select as select_configs
@@ -90,7 +93,8 @@ STOPPED = {
            "the BBOB study's, restarts instead); run the same command again to resume",
     "report": "the report is incomplete (some of its files may be new, others old); run the same command again "
               "to rewrite them all",
-    "list": "nothing was changed", "prepare": "run the same command again to finish the preparation",
+    "list": "nothing was changed", "status": "nothing was changed",
+    "prepare": "run the same command again to finish the preparation",
     "track": "the runs logged so far stay logged; run the same command again to log the rest",
 }
 
@@ -255,10 +259,12 @@ def cmd_run(args) -> int:
     make_runs_dir(args)
     logger = make_logger(args, params)
     workers = args.workers if args.workers is not None else default_workers(configs)
+    mode = args.progress or ("none" if args.quiet else "bar" if sys.stderr.isatty() else "lines")
     try:
         records, failures = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
-                                        on_record=logger, progress=not args.quiet,
-                                        checkpoint_every_s=args.checkpoint_every, keep_going=args.keep_going), []
+                                        on_record=logger, progress=mode, checkpoint_every_s=args.checkpoint_every,
+                                        keep_going=args.keep_going, label=run_label(args),
+                                        calibration=calibration(args, params, configs) if mode != "none" else ()), []
     except RunsFailed as exc:  # --keep-going: the other runs finished
         records, failures = exc.records, exc.failures
     diverged = sum(r["result"]["status"] == "diverged" for r in records)
@@ -271,6 +277,55 @@ def cmd_run(args) -> int:
         print(f"error: {len(failures)} of {len(configs)} runs failed (above, each with its traceback file); the others "
               "are recorded: run the same command again to retry the failed ones", file=sys.stderr)
         return 1
+    return 0
+
+
+def run_label(args) -> str:
+    """What the progress lines of ``sabo-bench run`` start with: the study and the selection by setting and method
+    (under ``dvc repro``, the stage: ``synthetic d200_N50 cmaes``)."""
+    return " ".join([args.study, *(args.setting or ()), *(args.method or ())])
+
+
+def calibration(args, params: dict, configs) -> list[dict]:
+    """The finished records of the profile's runs outside the selection (the pipeline's other stages of the
+    study): their times calibrate the ETA before the selection's first run ends."""
+    selected = {c.hash for c in configs}
+    others = (c for c in get_study(args.study).configs(params) if c.hash not in selected)
+    return [r for r in (load_record(args.runs_dir, c) for c in others) if r is not None]
+
+
+def cmd_status(args) -> int:
+    """Every study's of the parameter file (or the named ones') runs recorded / total, running runs and ETA;
+    nothing is changed."""
+    from .params import read_params
+    from .status import pipeline_status
+
+    names = args.study or [name for name in STUDIES if name in read_params(args.params)]
+    unknown = [name for name in names if name not in STUDIES]
+    if unknown:
+        raise UsageError(f"study {unknown[0]!r}: no such study (studies: {', '.join(sorted(STUDIES))})")
+    if args.profile is not None and len(names) != 1:
+        raise UsageError(f"--profile {args.profile!r}: name one study with it (the others have profiles of their own)")
+    studies = {}
+    for name in names:
+        params = load_params(args.params, name, args.profile)
+        studies[name] = (params[name]["profile"], get_study(name).configs(params))
+    statuses = pipeline_status(studies, args.runs_dir, workers=args.workers)
+    for status in statuses:
+        for line in status.lines():
+            print(line)
+    left = [s for s in statuses if s.recorded < s.total]
+    recorded, total = sum(s.recorded for s in statuses), sum(s.total for s in statuses)
+    if not left:
+        print(f"all: {recorded}/{total} runs recorded")
+    elif any(s.seconds_left is None for s in left):
+        print(f"all: {recorded}/{total} runs recorded; ETA unknown until a run has finished or written a checkpoint")
+    else:
+        seconds = sum(s.seconds_left for s in left)
+        ends = time.strftime("%H:%M", time.localtime(time.time() + seconds))
+        print(f"all: {recorded}/{total} runs recorded; ETA {clock(round(seconds))} (about {ends}) on {args.workers} "
+              "workers, one stage (setting, method) after another as `dvc repro` runs them; report stages not "
+              "counted")
     return 0
 
 
@@ -503,7 +558,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a run that raises does not stop the study: the other runs go on, and the failed ones are "
                         "listed at the end with their traceback files (exit status 1)")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--progress", choices=PROGRESS_MODES,
+                       help="bar: redrawn in place (the default on a terminal); lines: a plain line when the runs "
+                            "start, at least every 30 s and at the end, with runs done, share of the work and ETA "
+                            "(the default otherwise, and what dvc.yaml's stages use); none: nothing")
+    shown.add_argument("--quiet", action="store_true", help="no progress display (--progress none)")
     p.add_argument("--allow-empty", action="store_true",
                    help="exit 0 when no run matches (e.g. the prompt study's offline profile)")
     p.set_defaults(func=cmd_run)
@@ -550,6 +610,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ui", default=DEFAULT_UI, metavar="URL",
                    help="where `mlflow ui` serves, for the comparison page's address (default: %(default)s)")
     p.set_defaults(func=cmd_track)
+
+    p = sub.add_parser("status", help="how far each study is (runs recorded, running, partial, pending) and its ETA, "
+                                      "for the active profiles; changes nothing (safe while a pipeline runs)")
+    p.add_argument("study", nargs="*", metavar="STUDY",
+                   help=f"only these studies (default: every one of the parameter file; {', '.join(STUDIES)})")
+    p.add_argument("--params", default="params.yaml", help="parameter file (default: %(default)s)")
+    p.add_argument("--profile", help="with one STUDY: this profile instead of the active one")
+    p.add_argument("--runs-dir", default="runs", type=directory, help="where run records live (default: %(default)s)")
+    p.add_argument("--workers", type=positive_int, default=2,
+                   help="workers the ETA schedules the runs left on (default: %(default)s, as dvc.yaml's stages)")
+    p.set_defaults(func=cmd_status)
     return ap
 
 

@@ -1,8 +1,8 @@
 """Relative run costs (the executors start the longest runs first), from the optimizers' own hints.
 
 A study's ``cost(config)`` states what one objective evaluation costs in its problem; the
-optimizer's part comes from the optimizer's class (``rounds_per_iteration``, ``rows_per_ask`` and
-``cost_per_iteration``, declared on :class:`sabo.protocol.AskTellOptimizer`), found through
+optimizer's part comes from the optimizer's class (``rounds_per_iteration``, ``rows_per_ask``,
+``cost_per_iteration`` and ``cost_of_iterations``, declared on :class:`sabo.protocol.AskTellOptimizer`), found through
 :data:`baselines.REGISTRY` under the name the run engine builds it by. So no study compares
 method names, a method that runs a registered optimizer under another label
 (``sabo_small_rho: {optimizer: sabo, ...}``) costs what that optimizer costs, and a newly
@@ -16,6 +16,7 @@ import baselines
 
 from .config import RunConfig, iterations
 from .errors import UsageError
+from .studies import get_study
 
 
 def optimizer_class(config: RunConfig) -> type:
@@ -57,9 +58,10 @@ def _popsize(cls: type, dim: int, popsize) -> int:
 
 
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
-    """T iterations (``max_iter``, or as many as fit in ``max_evals``: :func:`replication.config.iterations`)
-    of (the optimizer's own work + its evaluations x ``eval_cost``), in the units of
-    :meth:`~sabo.protocol.AskTellOptimizer.cost_per_iteration` (one coordinate of one sample).
+    """T iterations (``max_iter``, or as many as fit in ``max_evals``: :func:`replication.config.iterations`):
+    the optimizer's own work over them (:meth:`~sabo.protocol.AskTellOptimizer.cost_of_iterations`) + its
+    evaluations x ``eval_cost``, in the units of :meth:`~sabo.protocol.AskTellOptimizer.cost_per_iteration`
+    (one coordinate of one sample).
 
     A run with ``max_iter = 0`` has no optimizer (the engine evaluates ``x0`` once, e.g. the
     prompt study's zero-shot row, whose method is not an optimizer): it costs one evaluation.
@@ -69,4 +71,19 @@ def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
     cls = optimizer_class(config)
     popsize = _popsize(cls, dim, config.params.get("popsize"))
     evaluations = evaluations_per_iteration(cls, dim, popsize, config.params)
-    return iterations(config.budget, evaluations) * (cls.cost_per_iteration(dim, popsize) + evaluations * eval_cost)
+    steps = iterations(config.budget, evaluations)
+    return cls.cost_of_iterations(dim, popsize, steps, config.params) + steps * evaluations * eval_cost
+
+
+def cost_estimate(config: RunConfig) -> float:
+    """A run's cost estimate: its study's ``cost(config)``, a negative one counted as 0.
+
+    The executors start the costliest runs first; the ETA calibrates the estimates with measured times
+    (:mod:`replication.eta`), so their scale does not matter (the prompt study's are ~1e13).
+    """
+    return max(float(get_study(config.study).cost(config)), 0.0)
+
+
+def cost_estimates(configs) -> dict[str, float]:
+    """:func:`cost_estimate` of each config, by config hash."""
+    return {c.hash: cost_estimate(c) for c in configs}

@@ -12,6 +12,10 @@ study is the synthetic pipeline. A method whose declared work per iteration is w
 that of CMA-ES and SABO (:data:`PREVIEW_COST_RATIO`: the Bayesian-optimisation baselines, and
 Nevergrad's per-candidate Python) is listed as skipped unless ``--all`` is given, one whose
 optional package is not installed (the Nevergrad adapter without the ``nevergrad`` extra) as n/a.
+It computes with one BLAS thread, as every study's run does (:func:`replication.executors.one_thread`):
+on the 2-core machine shared with other jobs two threads took 1,024 s (637 CPU-s) at load 6-9,
+where one thread takes 70-79 s (68-76 CPU-s) and two 82 s (138 CPU-s) at load 1-1.5 (2026-11-27;
+the same table either way).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import baselines
 import sabo
 from replication.arguments import ArgumentParser, int_at_least, positive_int, seed_int
 from replication.costs import evaluations_per_iteration
+from replication.executors import one_thread
 from replication.synthetic.functions import FUNCTIONS
 
 #: The paper's synthetic-study settings of the methods it compares, as functions of the method's
@@ -72,6 +77,15 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=seed_int, default=0)
     ap.add_argument("--all", action="store_true", help="also run the methods skipped for their cost")
     args = ap.parse_args(argv)
+    restore = one_thread()
+    try:
+        preview(args, ap)
+    finally:
+        restore()
+
+
+def preview(args, ap) -> None:
+    """The table of :func:`main` for its parsed arguments."""
     x0 = np.random.default_rng(args.seed).uniform(0.0, 1.0, args.dim)
     try:  # installed optimizer plugins are previewed too
         baselines.load_plugins()

@@ -623,24 +623,32 @@ def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
 
 def checkpoint_progress(runs_dir, config: RunConfig) -> float:
     """The fraction of ``config``'s iterations (under ``max_evals``: evaluations) its checkpoint holds, at its
-    last curve point; 0.0 without one.
+    last curve point; 0.0 without one (:func:`checkpoint_summary`)."""
+    return checkpoint_summary(runs_dir, config)[0]
 
-    For the progress bar's ETA only: nothing is changed, and a checkpoint that is unreadable or
-    holds another run counts as no progress (the run itself decides what to do with it).
+
+def checkpoint_summary(runs_dir, config: RunConfig) -> tuple[float, float]:
+    """(the fraction of ``config``'s iterations, or under ``max_evals`` evaluations, its checkpoint holds at its
+    last curve point; the run's seconds until that checkpoint, its earlier sessions' included); (0.0, 0.0)
+    without one.
+
+    For the ETA only: nothing is changed, and a checkpoint that is unreadable or holds another run
+    counts as no progress (the run itself decides what to do with it).
     """
     ckpt = checkpoint_path(runs_dir, config)
     if not ckpt.exists():
-        return 0.0
+        return 0.0, 0.0
     try:
         state = read_state(ckpt, within=runs_dir)
         if state.get("config_hash") != config.hash:
-            return 0.0
+            return 0.0, 0.0
         column, total = (("nit", state["max_iter"]) if "max_evals" not in config.budget else
                          ("nfev", config.budget["max_evals"]))
         done = state["curve"]["columns"][column][-1]
-        return min(max(float(done) / float(total), 0.0), 1.0) if total > 0 else 0.0
+        fraction = min(max(float(done) / float(total), 0.0), 1.0) if total > 0 else 0.0
+        return fraction, max(float(state["elapsed"]), 0.0)
     except Exception:  # any defect: no progress known
-        return 0.0
+        return 0.0, 0.0
 
 
 def _checked_mean(opt) -> np.ndarray:

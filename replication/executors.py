@@ -11,13 +11,12 @@ Runs held by another process (a second study on the same runs directory, see
 runs go first, and at the end this process waits for the other one to finish them (or
 resumes them, if it died).
 
-The progress bar counts work, not runs: it advances by each finished run's share of the summed
-cost estimates (``Study.cost``, :func:`cost_shares`), with runs done / total beside it. Its ETA
-is not the bar's rate: :mod:`replication.eta` calibrates the cost estimates with the measured
-times of finished runs (per method and setting, earlier sessions' records included) and the
-progress running runs report (local executors), counts what a resumed run's checkpoint has
-done, and schedules the runs left on the executor's workers; it shows once a run has finished
-or reported.
+What the caller sees meanwhile (:mod:`replication.progress`): a bar, plain lines or nothing,
+with runs done / total, the share of the work and an ETA (:mod:`replication.eta`) that
+calibrates the cost estimates with the measured times of finished runs (the selection's, this
+session's and the ``calibration`` records the caller passes), the progress running runs report
+(local executors) and what a resumed run's checkpoint has done, and schedules the runs left on
+the executor's workers.
 
 A run that raises (:class:`~replication.errors.RunFailed`) stops the study as a stop request
 does; with ``keep_going`` the other runs go on, and :class:`~replication.errors.RunsFailed`
@@ -52,36 +51,24 @@ import sys
 import threading
 import time
 
-from tqdm.auto import tqdm
-
 import baselines
 
 from . import stopping
 from .config import RunConfig
+from .costs import cost_estimate, cost_estimates
 from .devices import pin, visible_gpus, worker_devices
-from .engine import (
-    RunBusy,
-    check_parameters,
-    checkpoint_progress,
-    execute,
-    keep_record,
-    load_record,
-    not_kept_warning,
-)
+from .engine import RunBusy, check_parameters, execute, keep_record, load_record, not_kept_warning
 from .errors import PackageUnavailable, ResourceUnavailable, RunFailed, RunsFailed, UsageError, one_line
-from .eta import Eta
 from .pool import DIED, ERROR, WorkerPool
-from .studies import get_study, run_gpus
+from .progress import ETA_EVERY_S, Progress, progress_mode
+from .studies import run_gpus
 
 EXECUTORS = ("local", "ray")
 STOP_GRACE_S = 20.0  # how long stopped workers get to write their checkpoint before they are killed
 MAX_WORKER_DEATHS = 2  # a run whose worker died this often fails (it may be what kills them: memory)
 BUSY = "busy"
-PROGRESS_FORMAT = "{desc}: {percentage:3.0f}% of the estimated work |{bar}| [{elapsed}{postfix}]"
-ETA_EVERY_S = 1.0  # the ETA schedules every run left: recomputed at most this often
 REPORT_EVERY_S = 2.0  # how often a running run reports its progress
 _reports = None  # in a local worker: the _Reports its runs report progress on
-_format_interval = tqdm.format_interval  # [H:]MM:SS, as the bar shows its elapsed time
 
 
 class _Reporter:
@@ -204,14 +191,18 @@ def _execute_ray(*args):
 
 
 def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executor: str = "local",
-                on_record=None, progress: bool = True, checkpoint_every_s: float = 30.0,
-                keep_going: bool = False) -> list[dict]:
+                on_record=None, progress="bar", checkpoint_every_s: float = 30.0, keep_going: bool = False,
+                label: str = "runs", calibration=()) -> list[dict]:
     """Execute every config (skipping finished ones) and return their records in input order.
 
     A run that raises stops the study with its :class:`~replication.errors.RunFailed`; with
     ``keep_going`` every other run is executed first, then :class:`~replication.errors.RunsFailed`
-    is raised with the failures and the finished runs' records.
+    is raised with the failures and the finished runs' records. ``progress``: ``"bar"``, ``"lines"``
+    or ``"none"`` (True / False: bar / none; :mod:`replication.progress`), its lines starting with
+    ``label``; ``calibration``: finished records of other runs of the study, whose measured times
+    calibrate the ETA before the selection's own runs have any.
     """
+    mode = progress_mode(progress)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS} (got {executor!r})")
     if workers < 1:
@@ -237,9 +228,12 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     # a refused value stops the study now, not when its method's first run starts; Ray's nodes may have
     # packages this process lacks, unless it starts the Ray instance itself
     check_parameters(todo, packages_here=executor == "local" or not os.environ.get("RAY_ADDRESS"))
-    shares = cost_shares(configs)
-    todo.sort(key=lambda c: -shares[c.hash])
-    tracker = _Progress(configs, records, todo, shares, runs_dir, on_record, enabled=progress, keep_going=keep_going)
+    calibration = [r for r in calibration if r["config_hash"] not in records]
+    costs = cost_estimates(configs)
+    costs.update((r["config_hash"], cost_estimate(RunConfig.from_dict(r["config"]))) for r in calibration)
+    todo.sort(key=lambda c: -costs[c.hash])
+    tracker = Progress(configs, records, todo, costs, runs_dir, on_record, mode=mode, label=label,
+                       keep_going=keep_going, calibration=calibration)
     run = {"ray": _run_ray, "local": _run_serial if workers == 1 else _run_pool}[executor]
     try:
         busy = run(todo, runs_dir, workers, tracker, checkpoint_every_s, wait_for_lock=False) if todo else []
@@ -251,127 +245,6 @@ def run_configs(configs: list[RunConfig], runs_dir, *, workers: int = 1, executo
     if tracker.failures:
         raise RunsFailed(tracker.failures, [records[c.hash] for c in configs if c.hash in records])
     return [records[c.hash] for c in configs]
-
-
-class _Progress:
-    """The progress bar: work done by cost share, runs done, and the ETA of :class:`~replication.eta.Eta`.
-
-    ``records``: the finished runs so far (updated here as runs end); their measured times
-    calibrate the ETA, those of earlier sessions included. ``failures``: the lines of the runs
-    that raised, with ``keep_going`` (:meth:`failed`). The bar is redrawn with a fresh ETA
-    when a run ends or a running one reports its progress (:class:`_Reporter`), at most every
-    :data:`ETA_EVERY_S` seconds. Without a bar (``enabled=False``) no ETA is computed.
-    """
-
-    def __init__(self, configs, records, todo, shares, runs_dir, on_record, *, enabled: bool,
-                 keep_going: bool = False):
-        self.configs, self.records, self.shares, self.on_record = configs, records, shares, on_record
-        self.enabled, self.keep_going, self.failures = enabled, keep_going, []
-        self._groups = {c.hash: _eta_groups(c) for c in configs}
-        self.eta = Eta([(c.hash, shares[c.hash], self._groups[c.hash],
-                         1.0 - checkpoint_progress(runs_dir, c) if enabled else 1.0) for c in todo])
-        for record in records.values():
-            self._observe(record, earlier=True)
-        self._last_label, self._held, self._waiting, self._eta_text, self._eta_at = None, set(), False, "", -math.inf
-        self.bar = tqdm(total=100.0, initial=sum(shares[h] for h in records), desc="runs",
-                        bar_format=PROGRESS_FORMAT, disable=not enabled, dynamic_ncols=True)
-        self._show()
-
-    def begin(self, slots: int) -> None:
-        """The executor starts runs, ``slots`` at a time."""
-        self.eta.start(max(int(slots), 1), time.monotonic())
-        self._eta_at = -math.inf  # the ETA for these slots now, not the one for a slot computed before
-        self._show()
-
-    def finished(self, record: dict) -> None:
-        key = record["config_hash"]
-        self.records[key] = record
-        if self.on_record is not None:
-            self.on_record(record)
-        self._observe(record)
-        self._held.discard(key)
-        self.eta.finished(key, time.monotonic())
-        self._last_label = RunConfig.from_dict(record["config"]).label
-        # the shares' float sum may end a hair above 100, and tqdm then shows a negative percentage left
-        done = len(self.records) == len(self.configs)
-        self._show(update=self.bar.total - self.bar.n if done else min(self.shares[key], self.bar.total - self.bar.n))
-
-    def failed(self, config: RunConfig, error: RunFailed) -> None:
-        """A run raised: ``error`` is raised again (the study stops), unless ``keep_going``: then it is
-        kept for the end, counted beside the bar, and the next run starts."""
-        if not self.keep_going:
-            raise error
-        self.failures.append(str(error))
-        self.eta.finished(config.hash, time.monotonic())
-        self._show()
-
-    def progress(self, report) -> None:
-        """A running run's :class:`_Reporter` message."""
-        key, seconds, done, left = report
-        self.eta.progress(key, seconds, done, left, time.monotonic())
-        self.tick()
-
-    def tick(self) -> None:
-        """Redraw with a fresh ETA and elapsed time (at most every :data:`ETA_EVERY_S`)."""
-        if time.monotonic() - self._eta_at >= ETA_EVERY_S:
-            self._show()
-
-    def released(self, config: RunConfig) -> None:
-        """A run held by another process, handed back unrun (done in the second pass)."""
-        self._held.add(config.hash)
-        self.eta.released(config.hash, time.monotonic())
-
-    def note(self, line: str) -> None:
-        """``line`` on stderr, above the bar (which is drawn again below it)."""
-        tqdm.write(line, file=sys.stderr)
-
-    def waiting(self) -> None:
-        """The second pass: this process waits for the runs another one holds."""
-        self._waiting = True
-        self._show()
-
-    def close(self) -> None:
-        self.bar.close()
-
-    def _observe(self, record: dict, *, earlier: bool = False) -> None:
-        """A finished record's time calibrates its groups (not a diverged one's: it stopped early)."""
-        key = record["config_hash"]
-        if key in self.shares and record["result"]["status"] == "completed":
-            self.eta.observe(self._groups[key], self.shares[key], record["provenance"].get("wall_time_s") or 0.0,
-                             earlier=earlier)
-
-    def _show(self, update: float = 0.0) -> None:
-        now = time.monotonic()
-        if self.enabled and (now - self._eta_at >= ETA_EVERY_S or len(self.records) == len(self.configs)):
-            left = self.eta.seconds_left(now)
-            self._eta_text = "ETA: measuring" if left is None else f"ETA {_format_interval(round(left))}"
-            self._eta_at = now
-        parts = [self._eta_text, f"{len(self.records)}/{len(self.configs)} runs",
-                 f"{len(self.failures)} failed" if self.failures else None]
-        note = f"waiting for {len(self._held)} held by another process" if self._waiting and self._held else None
-        parts.append(note or (f"last {self._last_label}" if self._last_label else None))
-        self.bar.set_postfix_str(", ".join(p for p in parts if p), refresh=not update)
-        if update:
-            self.bar.update(update)
-
-
-def _eta_groups(config: RunConfig) -> tuple:
-    """The groups whose measured rates predict ``config``'s time, most specific first."""
-    return (config.study, config.method, config.setting), (config.study, config.method)
-
-
-def cost_shares(configs: list[RunConfig]) -> dict[str, float]:
-    """Each run's share of the summed cost estimates of ``configs``, in percent, by config hash.
-
-    The progress bar advances by these shares, and its ETA takes them as the costs it calibrates with
-    measured times (:mod:`replication.eta`). Estimates are relative and of any scale (the prompt
-    study's are ~1e13), hence the normalisation; if they sum to zero every run counts the same.
-    """
-    costs = {c.hash: max(float(get_study(c.study).cost(c)), 0.0) for c in configs}
-    total = sum(costs.values())
-    if total == 0:
-        return {h: 100.0 / len(costs) for h in costs}
-    return {h: 100.0 * cost / total for h, cost in costs.items()}
 
 
 def _run_serial(todo, runs_dir, workers, tracker, checkpoint_every_s, *, wait_for_lock):

@@ -513,6 +513,18 @@ class AskTellOptimizer:
         """
         return float(cls.rounds_per_iteration * (popsize * dim + ROUND_OVERHEAD))
 
+    @classmethod
+    def cost_of_iterations(cls, dim: int, popsize: int, iterations: int, params: Mapping[str, object]) -> float:
+        """Relative work of ``iterations`` iterations of ``cls(popsize=popsize, **params)`` at dimension ``dim``,
+        in :meth:`cost_per_iteration`'s units: ``iterations * cost_per_iteration(dim, popsize)``.
+
+        What a study's run is costed by (:func:`replication.costs.run_cost`). A method whose
+        iterations grow costlier through a run (a GP's data: TuRBO-1) or whose parameters change
+        its work overrides it; ``params`` are constructor keyword arguments, the signature's
+        defaults where omitted.
+        """
+        return float(iterations) * cls.cost_per_iteration(dim, popsize)
+
     @property
     def mean(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -25,7 +25,7 @@ def params(tmp_path):
 def test_help_names_every_command():
     out = subprocess.run([sys.executable, "-m", "replication.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
-    for command in ("run", "run-one", "list", "prepare", "report", "track"):
+    for command in ("run", "run-one", "list", "prepare", "report", "track", "status"):
         assert command in out.stdout
 
 

@@ -2,10 +2,8 @@
 import pytest
 from helpers import checkpoint_of, small_config
 
-from replication import executors
 from replication.engine import checkpoint_path, checkpoint_progress
 from replication.eta import Eta
-from replication.executors import run_configs
 
 
 def todo(*costs, groups=("m",), left=1.0):
@@ -40,12 +38,54 @@ def test_a_method_is_predicted_from_its_own_rate_where_measured():
     eta.observe(("slow",), cost=1.0, seconds=9.0)
     eta.observe(("fast",), cost=1.0, seconds=1.0)
     eta.start(3, now=0.0)
-    # "new" has no measurement: all measured runs' rate, (9 + 1) / 2 = 5 s per unit
+    # "new" has no measurement: the median measured method's rate, (9 + 1) / 2 = 5 s per unit
     assert eta.seconds_left(0.0) == pytest.approx(9.0)
     eta.finished("a", now=0.0)
     assert eta.seconds_left(0.0) == pytest.approx(5.0)
     eta.finished("c", now=0.0)
     assert eta.seconds_left(0.0) == pytest.approx(1.0)
+
+
+def test_an_unmeasured_method_gets_the_median_method_not_the_costliest():
+    """In the synthetic study's quick profile TuRBO-1 and GIBO start first, their hints 10-100x off: pooled by cost,
+    "bo"'s rate (0.01 s per unit over 1000 units) would predict "new" at 0.1 s where the other methods take 2-3 s."""
+    eta = Eta([("n", 1.0, ("new",), 1.0)])
+    eta.observe(("bo",), cost=1000.0, seconds=10.0)
+    eta.observe(("es",), cost=1.0, seconds=2.0)
+    eta.observe(("nes",), cost=1.0, seconds=3.0)
+    eta.start(1, now=0.0)
+    assert eta.seconds_left(0.0) == pytest.approx(2.0)  # median of 0.01, 2 and 3 s per unit
+
+
+def test_the_share_of_the_work_weighs_runs_by_their_predicted_time():
+    """One "bo" run of four finished: by the cost estimates (100 units against 1 for each "es" run) it is 97% of the
+    work, by predicted time (each run 1 s) a quarter. A resumed run counts what its checkpoint holds."""
+    eta = Eta([("bo2", 100.0, ("bo",), 1.0), ("es1", 1.0, ("es",), 1.0), ("es2", 1.0, ("es",), 0.5)])
+    finished = [(100.0, ("bo",))]
+    assert eta.fraction_done(finished) == pytest.approx(100.5 / 202)  # nothing measured: the estimates
+    eta.observe(("bo",), cost=100.0, seconds=1.0)
+    eta.observe(("es",), cost=1.0, seconds=1.0)
+    assert eta.fraction_done(finished) == pytest.approx(1.5 / 4)
+    eta.start(1, now=0.0)
+    eta.progress("bo2", seconds=0.5, done=0.5, left=0.5, now=0.5)  # a running run's reports count too
+    assert eta.fraction_done(finished) == pytest.approx(2.0 / 4)
+    assert Eta([]).fraction_done([]) == 0.0
+
+
+def test_the_executors_own_seconds_per_run_are_measured_and_added():
+    """Runs of 1 unit at 1 s a unit (their records' time) on 2 workers. r2 held its worker 1.5 s, 0.5 s beyond its
+    time (the executor handing it over, writing its record): every run predicted takes that 0.5 s too. The
+    first run of each worker measures no such time (a worker's start-up is no run's cost)."""
+    def after(held):
+        eta = Eta(todo(1, 1, 1, 1, 1, 1))
+        eta.start(2, now=0.0)
+        eta.finished("r0", now=3.0, seconds=1.0)       # r2 starts (the worker's start-up: no overhead measured)
+        eta.finished("r1", now=3.0, seconds=1.0)       # r3 starts
+        eta.finished("r2", now=3.0 + held, seconds=1.0)
+        return eta.seconds_left(3.0 + held)
+    # r3 started at 3: 1 s (+ overhead) from then; r4 from now, r5 after r3
+    assert after(1.0) == pytest.approx(1.0)            # r3 ends now, r4 and r5 take 1 s each side by side
+    assert after(1.5) == pytest.approx(1.5)            # 0.5 s per run: r3 ends now, r4 and r5 take 1.5 s
 
 
 def test_a_resumed_run_is_predicted_for_what_it_has_left():
@@ -101,25 +141,6 @@ def test_progress_under_an_evaluation_budget_counts_evaluations(tmp_path):
     execute(config, tmp_path, progress=lambda done, total: reports.append(done / total))
     assert all(0 < r <= 1 for r in reports) and reports == sorted(reports)
     assert reports[-1] > 1 - 9 / 100  # no room for another iteration of N = 9
-
-
-def test_the_bar_shows_an_eta_from_earlier_records_and_from_running_runs(tmp_path, monkeypatch):
-    from test_executors import RecordingBar
-
-    configs = [small_config("ingo", dim=10, T=40, seed=s) for s in range(3)]
-    monkeypatch.setattr(executors, "tqdm", RecordingBar)
-    monkeypatch.setattr(executors, "REPORT_EVERY_S", 0.0)
-    monkeypatch.setattr(executors, "ETA_EVERY_S", 0.0)
-    RecordingBar.bars = []
-    run_configs(configs[:1], tmp_path, progress=True)
-    first = RecordingBar.bars[0].postfixes
-    assert first[0].startswith("ETA: measuring, 0/1 runs")
-    assert any(p.startswith("ETA ") and "0/1 runs" in p for p in first[1:])  # the run's reports, before it ends
-    RecordingBar.bars = []
-    run_configs(configs, tmp_path, progress=True)
-    again = RecordingBar.bars[0].postfixes
-    assert again[0].startswith("ETA ") and "1/3 runs" in again[0]   # calibrated by the earlier record
-    assert again[-1].startswith("ETA 00:00, 3/3 runs")
 
 
 def test_a_cost_that_is_not_a_positive_number_measures_nothing_and_takes_no_time():

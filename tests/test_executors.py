@@ -61,57 +61,6 @@ def test_a_workers_missing_package_comes_back_from_ray_as_one_line():
     assert str(caught.value) == message
 
 
-class RecordingBar:
-    """Stands in for tqdm: keeps the total, the starting count and every advance."""
-
-    bars: list = []
-
-    def __init__(self, *, total, initial=0, **_):
-        self.total, self.initial, self.n, self.updates, self.postfixes = total, initial, initial, [], []
-        RecordingBar.bars.append(self)
-
-    def update(self, n):
-        self.updates.append(n)
-        self.n += n
-
-    def set_postfix_str(self, text, refresh=True):
-        self.postfixes.append(text)
-
-    def close(self):
-        pass
-
-
-def test_progress_counts_each_run_by_its_cost_estimate(tmp_path, monkeypatch):
-    """The bar counts work: a run twice as costly advances it twice as far (its ETA: tests/test_eta.py)."""
-    from replication import executors
-    from replication.synthetic.study import cost
-
-    configs = [small_config(method, dim=dim, T=20) for method, dim in (("ingo", 10), ("ingo", 40), ("sabo", 40))]
-    run_configs(configs[:1], tmp_path, progress=False)
-    monkeypatch.setattr(executors, "tqdm", RecordingBar)
-    RecordingBar.bars = []
-    run_configs(configs, tmp_path, progress=True)
-    bar, total = RecordingBar.bars[0], sum(cost(c) for c in configs)
-    assert bar.total == pytest.approx(100.0) and bar.initial == pytest.approx(100.0 * cost(configs[0]) / total)
-    assert sorted(bar.updates) == pytest.approx(sorted(100.0 * cost(c) / total for c in configs[1:]))
-    assert max(bar.updates) == pytest.approx(2 * min(bar.updates))  # SABO: two rounds per iteration
-    assert bar.postfixes[-1].startswith("ETA 00:00, 3/3 runs")
-    assert bar.n == bar.total  # exactly: a float sum a hair above 100 made tqdm show a negative ETA
-
-
-def test_progress_ends_at_its_total_when_the_shares_sum_above_it(tmp_path, monkeypatch):
-    """Float shares may sum a hair above 100 %; the bar must still end exactly at its total (else a negative ETA)."""
-    from replication import executors
-
-    configs = [small_config("ingo", dim=10, T=5, seed=s) for s in range(3)]
-    monkeypatch.setattr(executors, "cost_shares", lambda cs: {c.hash: 100.0 / 3 + 1e-9 for c in cs})
-    monkeypatch.setattr(executors, "tqdm", RecordingBar)
-    RecordingBar.bars = []
-    run_configs(configs, tmp_path, progress=True)
-    bar = RecordingBar.bars[0]
-    assert bar.n == bar.total and all(u >= 0 for u in bar.updates) and len(bar.updates) == 3
-
-
 def test_every_executor_computes_a_run_with_one_blas_and_one_torch_thread(tmp_path):
     """Results must not depend on --workers: the main process (--workers 1, run-one) computes with one BLAS thread
     and one torch thread as the pool's workers do (a multi-threaded BLAS sums in another order: d = 1000 image runs

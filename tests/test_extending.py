@@ -99,7 +99,18 @@ def test_the_demo_previews_every_registered_method(random_search, capsys, monkey
         raise ImportError("the Nevergrad adapter needs the nevergrad package")
 
     monkeypatch.setattr(baselines.Nevergrad, "check_member", staticmethod(not_installed))
+    from threadpoolctl import threadpool_info
+
+    def threads():  # BLAS: one_thread does not yet give torch's OpenMP pool back (reported to the lead)
+        return {p["filepath"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    seen, run = [], demo.sabo.run
+    monkeypatch.setattr(demo.sabo, "run", lambda *a, **k: seen.append(max(threads().values())) or run(*a, **k))
+    before = threads()
     demo.main(["--dim", "4", "--popsize", "6", "--evals", "240"])
+    after = threads()  # the demo may load libraries: those loaded before are compared
+    # one BLAS thread while it runs the methods, as a study's runs; the caller's threads again after it
+    assert set(seen) == {1} and {k: after[k] for k in before} == before
     out, err = capsys.readouterr()
     lines = out.splitlines()
     header = lines[1].split()
