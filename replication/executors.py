@@ -126,12 +126,12 @@ def one_thread():
     """
     from threadpoolctl import threadpool_limits
 
+    torch = sys.modules.get("torch")
+    torch_threads = torch.get_num_threads() if torch is not None else None  # before the limit (OpenMP's) is set
     limits = threadpool_limits(1)
     # threadpool_limits reaches only the libraries loaded now; torch, if it loads later (the BO
     # baselines, the prompt study), sizes its intra-op pool from this variable
     omp, os.environ["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS"), "1"
-    torch = sys.modules.get("torch")
-    torch_threads = torch.get_num_threads() if torch is not None else None
     if torch is not None:
         torch.set_num_threads(1)
 

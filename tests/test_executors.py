@@ -148,3 +148,20 @@ def test_a_run_ray_gave_up_on_is_a_failed_run_in_one_line():
     assert "\n" not in message and message.startswith(f"run {config.label} (method {config.method!r}) failed: Ray "
                                                       "gave up on it (WorkerCrashedError: The worker died")
     assert message.endswith("run the command again to resume it from its checkpoint")
+
+
+def test_one_thread_gives_torch_its_threads_back():
+    """The restore put torch's intra-op pool back at 1 thread: it read torch's count after threadpool_limits had
+    already limited OpenMP, whose pool torch uses."""
+    torch = pytest.importorskip("torch")
+    from replication.executors import one_thread
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        restore = one_thread()
+        assert torch.get_num_threads() == 1
+        restore()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)

@@ -101,7 +101,7 @@ def test_the_demo_previews_every_registered_method(random_search, capsys, monkey
     monkeypatch.setattr(baselines.Nevergrad, "check_member", staticmethod(not_installed))
     from threadpoolctl import threadpool_info
 
-    def threads():  # BLAS: one_thread does not yet give torch's OpenMP pool back (reported to the lead)
+    def threads():  # the BLAS pools (torch's own is checked in test_executors)
         return {p["filepath"]: p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
 
     seen, run = [], demo.sabo.run
