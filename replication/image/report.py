@@ -498,10 +498,10 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
     if not stand_in:
         md += ["## The stand-in", "",
                "The same grid on scikit-learn's digits, the offline stand-in this study ran on before Fashion-MNIST "
-               "was reachable (profile `stand_in`: `sabo-bench run image --profile stand_in`, then `sabo-bench report "
-               "image --profile stand_in --out results/stand_in`): "
-               "[stand_in/noisy_labels.md](stand_in/noisy_labels.md). Compare orderings there with the ones above "
-               "to see what the real data changed.", ""]
+               "was reachable, runs offline: `sabo-bench run image --profile stand_in`, then `sabo-bench report "
+               "image --profile stand_in --out results/stand_in` writes its page to results/stand_in/noisy_labels.md "
+               "(not committed: no link here, since a page this report does not write may be missing or from other "
+               "records). Compare its orderings with the ones above to see what the real data changed.", ""]
     meta = {"profile": profile, "records": len(records), "runs": len(configs(params)), "dataset": names}
     scores = {f"{s}/noise {r:.0%}/{m}": v["mean"] for (s, r, m), v in sorted(selected.items())}
     return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=fig_files, scores=scores,
