@@ -152,6 +152,8 @@ class CMAES(TellReplay, AskTellOptimizer):
     nonfinite : {"raise", "worst"}
         See :class:`sabo.protocol.AskTellOptimizer`.
 
+    Notes
+    -----
     One iteration is one ask/tell round of ``popsize`` rows. ``stats`` holds pycma's step
     size ``sigma`` and its termination conditions ``stop`` (``{}`` when none holds).
     """
