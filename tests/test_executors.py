@@ -57,7 +57,7 @@ def test_a_workers_missing_package_comes_back_from_ray_as_one_line():
         raise error
 
     with pytest.raises(PackageUnavailable) as caught:
-        executors._ray_outcome(types.SimpleNamespace(get=get, exceptions=ray.exceptions), None)
+        executors._ray_outcome(types.SimpleNamespace(get=get, exceptions=ray.exceptions), None, small_config())
     assert str(caught.value) == message
 
 
