@@ -5,7 +5,7 @@
 
 ``baselines.make`` knows ``sabo`` too, so a study can name every method the same way.
 
-Adding an optimizer is one new module and one :func:`register` call (README, "Extending"):
+Adding an optimizer is one new module and one :func:`register` call (docs/extending/optimizer.md):
 a subclass of :class:`sabo.protocol.AskTellOptimizer` with a class attribute ``name``
 (which also registers it in :data:`sabo.protocol.OPTIMIZERS`, the table saved states are
 restored through), made known to the studies and the tests by ``register(cls)``.

@@ -71,8 +71,8 @@ budget decides when a run ends.
 from __future__ import annotations
 
 import copy
+import warnings
 
-import cma
 import numpy as np
 
 from sabo.protocol import AskTellOptimizer
@@ -80,6 +80,11 @@ from sabo.state import Array, to_data
 from sabo.validation import check_x0, shown
 
 from .replay import TOLD_FIELD, TellReplay
+
+with warnings.catch_warnings():  # pycma warns on import when matplotlib is absent (the library's own install,
+    # `pip install sabo-bench`): its plots, the only thing that needs it, are never used here
+    warnings.filterwarnings("ignore", message="Could not import matplotlib", category=UserWarning)
+    import cma
 
 # pycma option -> why it may not be passed through ``options``
 FORBIDDEN_OPTIONS = {
@@ -147,6 +152,8 @@ class CMAES(TellReplay, AskTellOptimizer):
     nonfinite : {"raise", "worst"}
         See :class:`sabo.protocol.AskTellOptimizer`.
 
+    Notes
+    -----
     One iteration is one ask/tell round of ``popsize`` rows. ``stats`` holds pycma's step
     size ``sigma`` and its termination conditions ``stop`` (``{}`` when none holds).
     """

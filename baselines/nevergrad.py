@@ -51,7 +51,7 @@ refused. Nevergrad itself clips told losses above 5e20 to 5e20 (with a ``LossToo
 Known limitation (nevergrad 1.0.12 with NumPy 2.4): MetaModel's surrogate step calls ``float()``
 on a 1-element array, which NumPy 2.4 refuses (``TypeError``), so a run of MetaModel fails a few
 batches in. An optimizer that is or chooses MetaModel (``nevergrad:NGOpt`` at small d, or with
-many workers per dimension; README, "Baselines") is therefore refused when it is built, in one
+many workers per dimension; docs/baselines.md) is therefore refused when it is built, in one
 line, under a NumPy that refuses such a ``float()`` (:func:`refuses_metamodel`): a study stops
 before its first run (the engine builds every method once up front), not hours in. The default
 member is ``DiagonalCMA``, which runs at every d.

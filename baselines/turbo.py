@@ -244,6 +244,8 @@ class TuRBO1(AskTellOptimizer):
     device : str
         Torch device of the model: ``"cpu"`` (default) or ``"cuda"``/``"cuda:<k>"``; float64 on both.
 
+    Notes
+    -----
     ``stats``: ``length`` (L after the last tell), ``succ_count``/``fail_count`` (current
     counters), ``restarts``, ``expansions``, ``shrinks``, ``n_data`` (points in the TR's model),
     ``n_init``, and of the last fit ``lengthscale_min``/``lengthscale_max`` (unit cube),

@@ -45,7 +45,7 @@ every case at the library's default beta = 0.1 keeps pace (:func:`rule_analysis`
 Writes ``--json`` (records, cells, the rule analysis), ``--markdown`` (tables) and
 ``--figure``.{png,svg}, by default ``<out>/rho_sensitivity.{json,md}`` and
 ``<out>/figures/rho_sensitivity.{png,svg}`` with ``--out`` = ``results`` for the full grid (the files
-README.md cites), ``results/quick`` for ``--quick`` and ``results/custom`` for any other grid or budget.
+docs/sabo/choosing-rho.md cites), ``results/quick`` for ``--quick`` and ``results/custom`` for any other grid or budget.
 A reduced run (any but the full grid with the default budget) refuses to replace the full grid's
 results (:func:`replacement_refusal`) unless ``--force``. Warnings the optimizers raise are counted
 per record, not shown.
@@ -559,7 +559,8 @@ def outputs_in(out: Path) -> dict[str, Path]:
 
 
 def committed_outputs() -> list[Path]:
-    """The full grid's files that README.md cites (under ``results/``): only a full-grid run replaces them."""
+    """The full grid's files that docs/sabo/choosing-rho.md cites (under ``results/``): only a full-grid run
+    replaces them."""
     paths = outputs_in(ROOT / "results")
     return [paths["json"], paths["markdown"], paths["figure"].with_suffix(".png"), paths["figure"].with_suffix(".svg")]
 
@@ -617,7 +618,7 @@ def replacement_refusal(args, grid_name: str, runs: int) -> str | None:
     """Why this run must not write its outputs (one line), or None.
 
     Only the full grid (with the default budget) replaces the full grid's results: a reduced run is
-    refused, unless ``--force``, where it would write over one of the committed files README.md cites
+    refused, unless ``--force``, where it would write over one of the committed files docs/sabo/choosing-rho.md cites
     (``results/rho_sensitivity.{json,md}``, ``results/figures/rho_sensitivity.{png,svg}``), or over a
     JSON (at any path) that holds a full-grid run.
     """
@@ -630,7 +631,7 @@ def replacement_refusal(args, grid_name: str, runs: int) -> str | None:
     if existing is not None and existing["meta"].get("grid_name") == "full":
         refused, what = args.json, f"{shown(args.json)} holds the full grid ({existing['meta'].get('runs', '?')} runs)"
     elif over:
-        refused, what = over[0], f"{shown(over[0])} is the full grid's result that README.md cites"
+        refused, what = over[0], f"{shown(over[0])} is the full grid's result that docs/sabo/choosing-rho.md cites"
     else:
         return None
     elsewhere = outputs_in(ROOT / "results" / grid_name)
@@ -672,7 +673,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--markdown", type=Path, help="the tables (default: in --out)")
     ap.add_argument("--figure", type=Path, help="path without suffix; .png and .svg are written (default: in --out)")
     ap.add_argument("--force", action="store_true",
-                    help="replace the full grid's results (README.md's evidence) with those of a reduced grid")
+                    help="replace the full grid's results (docs/sabo/choosing-rho.md's evidence) with a reduced grid's")
     args = ap.parse_args(argv)
     args.blocks = []
     for block in QUICK if args.quick else FULL:

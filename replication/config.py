@@ -3,11 +3,12 @@
 A run is (study, setting, problem, method, optimizer parameters, seed, budget, code
 version). Its identity is the SHA-256 of its canonical JSON (sorted keys, no whitespace):
 two runs with the same hash are the same computation, which makes the engine idempotent.
-``code_version`` (:func:`code_version`) is ``sabo.__version__`` plus the method's
+``code_version`` (:func:`code_version`) is ``sabo.RESULTS_VERSION`` plus the method's
 ``revision``: bump the method's ``revision`` when a change to its algorithm changes results
-(``sabo.__version__`` when a change alters every method's, e.g. the problems), so that every
+(``sabo.RESULTS_VERSION`` when a change alters every method's, e.g. the problems), so that every
 record computed with the old code is recomputed (records are keyed by their config, not by the
-commit that produced them; the commit is in their provenance). Seeds for the
+commit that produced them; the commit is in their provenance). The package's release
+(``sabo.__version__``) is not part of it: a release that alters no result keeps every record. Seeds for the
 initial mean and for the optimizer are derived from the config's content with
 ``numpy.random.SeedSequence``, so they do not depend on the order in which runs are
 scheduled or on which worker runs them.
@@ -25,18 +26,18 @@ from .names import check_name
 
 
 def code_version(method: str, params: dict) -> str:
-    """The ``code_version`` of a run of ``method`` with ``params``: ``"<sabo version>+<optimizer>.r<revision>"``.
+    """The ``code_version`` of a run of ``method`` with ``params``: ``"<results version>+<optimizer>.r<revision>"``.
 
     The optimizer is ``params["optimizer"]`` when a study runs a registered method under another
     label, else ``method``; a method that is not a registered optimizer (a zero-shot evaluation)
-    gets ``sabo.__version__`` alone.
+    gets ``sabo.RESULTS_VERSION`` alone.
     """
     import baselines
     import sabo
 
     optimizer = params.get("optimizer", method)
     cls = baselines.find(optimizer)
-    return sabo.__version__ if cls is None else f"{sabo.__version__}+{optimizer}.r{cls.revision}"
+    return sabo.RESULTS_VERSION if cls is None else f"{sabo.RESULTS_VERSION}+{optimizer}.r{cls.revision}"
 
 
 def flatten(prefix: str, value, out: dict) -> dict:

@@ -290,7 +290,7 @@ def numerics() -> dict:
     ``architecture``, which ``OPENBLAS_CORETYPE`` overrides) and the SIMD extensions NumPy dispatches
     to (``NPY_DISABLE_CPU_FEATURES`` removes some). Runs are bit-reproducible where these and the
     versions are equal; elsewhere the last bits differ and a run's trajectory can diverge
-    (README, "Reproducibility across machines")."""
+    (docs/studies/reproducibility.md)."""
     from threadpoolctl import threadpool_info
 
     blas = sorted({f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"

@@ -127,7 +127,7 @@ def _tag_clause(key: str, value) -> str:
     """A filter clause selecting runs whose tag ``key`` is ``value`` (a superset when it holds quotes).
 
     A key other than a plain identifier is quoted with backticks; our own keys are identifiers,
-    so the comparison page's search box shows the filter as README.md writes it.
+    so the comparison page's search box shows the filter as docs/mlflow.md writes it.
     """
     value = str(value)
     name = key if re.fullmatch(r"[A-Za-z_]\w*", key) else f"`{key}`"

@@ -12,7 +12,7 @@ or drive the optimizer yourself::
         X = opt.ask()
         opt.tell(X, f(X))
 """
-__version__ = "0.1.0"  # part of every run config: bump when a change alters results
+__version__ = "0.2.0"  # the package's release (CHANGELOG.md); no run config holds it
 
 from . import serialization
 from .distribution import DiagonalGaussian, kl_diag_gaussians
@@ -24,11 +24,17 @@ from .protocol import AskTellOptimizer, NonFiniteValueError
 from .sabo import SABO, SettingsWarning
 from .schedules import Constant, InvSqrt
 
+#: The version of the results: part of every run config's ``code_version`` (with the optimizer's
+#: ``revision``), so of every record's identity. Bump it only for a change that alters every
+#: method's results (a problem, the shared protocol); a change to one method bumps that class's
+#: ``revision`` instead, and a release that alters no result bumps neither (docs/studies/dvc.md, "Versions").
+RESULTS_VERSION = "0.1.0"
+
 __all__ = [
     "SABO", "SettingsWarning", "AskTellOptimizer", "GaussianSearch", "NonFiniteValueError", "OptimizeResult",
     "minimize", "run",
     "ingo_default_popsize",
     "DiagonalGaussian", "kl_diag_gaussians", "search_gradients", "utilities",
     "closed_form_lambda", "exact_lambda", "perturbation_from_lambda", "perturbation_kl",
-    "Constant", "InvSqrt", "serialization",
+    "Constant", "InvSqrt", "serialization", "RESULTS_VERSION",
 ]

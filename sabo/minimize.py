@@ -16,7 +16,7 @@ values of a told population span at most ``ftol`` or the population spans at mos
 every coordinate (the search has contracted around its mean); a budget (``max_iter``,
 ``max_nfev``) or the callback ends it unsuccessfully, as scipy's methods report reaching maxiter.
 
-Bounds (not in the paper; a deviation named in the README): SABO's search distribution lives on
+Bounds (not in the paper; a deviation named in docs/sabo/options.md): SABO's search distribution lives on
 R^d, as always, and each sample x is evaluated at its *reflection* into the box, F(T(x)), where
 T folds every coordinate back at the bounds (:func:`reflect`: identity inside the box, a mirror
 at each bound, period 2 (high - low) when both are finite). F is therefore never evaluated

@@ -116,6 +116,8 @@ class AskTellOptimizer:
         candidate indices (default), or replace them by the worst finite value of the same
         population (each replacement counted in ``stats["nonfinite_replaced"]``).
 
+    Notes
+    -----
     A concrete optimizer declares its registry name as the class attribute ``name`` (e.g.
     ``name = "sabo"``); declaring it registers the class in :data:`OPTIMIZERS`, through
     which saved states are restored. It declares its evolving state in ``_STATE_FIELDS``

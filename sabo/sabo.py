@@ -46,12 +46,12 @@ from .state import Array, Integer
 from .validation import check_choice
 
 #: ``rho=None`` means rho = DEFAULT_RHO_SCALE * sqrt(d): the largest c of the sensitivity study
-#: (README, "Choosing rho"; ``benchmarks/rho_sensitivity.py``) at which, for d in 10..1000, the
+#: (docs/sabo/choosing-rho.md; ``benchmarks/rho_sensitivity.py``) at which, for d in 10..1000, the
 #: safeguard never fired and SABO kept >= 90% of INGO's progress per iteration at beta = 0.1.
 DEFAULT_RHO_SCALE = 0.05
 #: ``lr`` by default: the step size that kept pace with the best of {0.03, 0.1, 0.2, 0.3, 0.5, 1} in the
 #: most (function, d, budget) cells without diverging or leaning on the safeguard, at the default rho
-#: (README, "Choosing lr"; ``benchmarks/lr_sensitivity.py``). The rho rule above was set at 0.1; the
+#: (docs/sabo/choosing-lr.md; ``benchmarks/lr_sensitivity.py``). The rho rule above was set at 0.1; the
 #: lr measurement ran with it.
 DEFAULT_LR = 0.3
 
@@ -81,14 +81,14 @@ class SABO(GaussianSearch):
     lr : float or schedule
         Step size beta_t (> 0); a number is a constant schedule. Default 0.3 (:data:`DEFAULT_LR`):
         it kept pace with the best of six step sizes in 78 of 148 (function, d, budget) cells from
-        d = 2 to 1000, against 23 for the earlier 0.1, and never diverged (README, "Choosing lr").
+        d = 2 to 1000, against 23 for the earlier 0.1, and never diverged (docs/sabo/choosing-lr.md).
     rho : float, schedule or None
         Neighbourhood size rho_t (> 0) of the KL ball; ``InvSqrt(100, horizon=T)`` is the
         paper's synthetic setting. ``None`` (default): rho = 0.05 sqrt(d) (:data:`DEFAULT_RHO_SCALE`),
         whatever the reading. Under ``rho_reading="paper"`` this is the KL radius, and the
         perturbation moves the mean about 0.05 sqrt(d) standard deviations (at most sqrt(2) times
         that; ``sabo.perturbation``), where it costs little progress per iteration at any d
-        (README, "Choosing rho", measured under this reading). Under ``"inverse"`` the radius is
+        (docs/sabo/choosing-rho.md, measured under this reading). Under ``"inverse"`` the radius is
         1/rho = 20/sqrt(d): the mean moves about 20/sqrt(d) standard deviations (6.3 at d = 10, 2 at
         d = 100, 0.63 at d = 1000), a size the study did not measure, and below d = 40 the radius is
         >= sqrt(d)/2 (a :class:`SettingsWarning`). For a radius c sqrt(d) under ``"inverse"``, pass
@@ -203,13 +203,13 @@ class SABO(GaussianSearch):
         if radius >= bound:
             self._warn_once("radius", f"SABO's KL radius {radius:.3g} is >= sqrt(d)/2 = {bound:.3g}, outside the "
                                       "paper's theorems (rho < sqrt(d)/2): the mean moves about that many standard "
-                                      "deviations per perturbation; see the README on choosing rho")
+                                      "deviations per perturbation; see docs/sabo/choosing-rho.md")
         done = self._nit + 1
         share = self._stats["safeguard_perturbation"] / done
         if done >= SAFEGUARD_WARN_AFTER and share > SAFEGUARD_WARN_SHARE:
             self._warn_once("safeguard", f"SABO's covariance safeguard acted in {share:.0%} of {done} perturbation "
                                          f"rounds (more than {SAFEGUARD_WARN_SHARE:.0%}): rho (KL radius "
-                                         f"{radius:.3g}) is too large for this problem; see the README")
+                                         f"{radius:.3g}) is too large for this problem; see docs/sabo/choosing-rho.md")
 
     def _warn_once(self, category: str, message: str) -> None:
         if category not in self._warned:

@@ -1,4 +1,4 @@
-"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study, README parts,
+"""Shared test helpers: objectives, an ask/tell driver, small run configs of the synthetic study, documentation parts,
 benchmark scripts as modules."""
 import importlib.util
 import itertools
@@ -27,7 +27,7 @@ def define_random_search(registry_name="toy_random_search", *, global_rng=False,
 
     ``global_rng`` and ``rounds`` break it on purpose (draws from NumPy's global generator; claims
     more ask/tell rounds per iteration than it takes) for the negative controls; ``default_popsize``
-    is its constructor's ``popsize`` default (the README's class has 10).
+    is its constructor's ``popsize`` default (the documented class has 10).
     """
     class RandomSearch(AskTellOptimizer):
         name = registry_name
@@ -116,21 +116,19 @@ def checkpoint_of(cfg, runs_dir, iters=40):
     return path
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+MLFLOW_PAGE = Path(__file__).resolve().parents[1] / "docs" / "mlflow.md"
 
 
 def readme_comparison() -> tuple[str, str]:
-    """(the `sabo-bench track` command, the filter) of README.md's "Comparing runs in MLflow"."""
-    text = README.read_text()
-    section = text[text.index("### Comparing runs in MLflow"):]
-    section = section[:section.index("\n### ", 1)]
+    """(the `sabo-bench track` command, the filter) of the documentation's "Comparing runs in MLflow"."""
+    section = MLFLOW_PAGE.read_text()
     [command] = re.findall(r"`(sabo-bench track \S+ --profile [^`]+)`", section)
     [query] = [line for line in section.splitlines() if line.startswith("tags.sabo_bench_level")]
     return command, query
 
 
 def readme_filter(profile: str, setting: str, function: str) -> str:
-    """README.md's comparison filter for another profile, setting and function than its example."""
+    """docs/mlflow.md's comparison filter for another profile, setting and function than its example."""
     _, query = readme_comparison()
     example = ("'quick'", "'d200_N50'", "'ellipsoid'")
     assert all(query.count(value) == 1 for value in example), query

@@ -66,8 +66,9 @@ def test_a_centre_point_is_costed_as_the_evaluation_it_is(method, params, rows):
 
 
 def test_a_run_without_popsize_is_costed_at_the_constructors_own_default(registries):
-    """The README's LocalSearch (``popsize=10`` in its constructor, no ``default_popsize``) in a study that passes
-    no popsize (BBOB): costed at 10, what the constructor uses; with no default anywhere, one UsageError line."""
+    """The LocalSearch of docs/extending/optimizer.md (``popsize=10`` in its constructor, no ``default_popsize``) in a
+    study that passes no popsize (BBOB): costed at 10, what the constructor uses; with no default anywhere, one
+    UsageError line."""
     import numpy as np
 
     import baselines

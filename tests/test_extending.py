@@ -4,7 +4,7 @@ A random search defined at test time (``helpers.define_random_search``) and regi
 (the class attribute ``name``, then ``baselines.register``) passes the registry-wide conformance checks of
 tests/test_protocol.py (the same functions, not copies), runs and resumes a synthetic-study run
 through the engine, is costed by the study and previewed by the demo; the registries are copies
-restored by monkeypatch, so other tests never see it. The README's example runs here too.
+restored by monkeypatch, so other tests never see it. The example of docs/extending/optimizer.md runs here too.
 """
 import re
 from pathlib import Path
@@ -148,12 +148,12 @@ def test_the_registries_are_restored_after_a_test(monkeypatch):
     assert baselines.REGISTRY == before
 
 
-def test_the_readmes_example_runs(registries, capsys):
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("**Add an optimizer**"):]
+def test_the_documented_example_runs(registries, capsys):
+    text = (ROOT / "docs" / "extending" / "optimizer.md").read_text()
+    section = text[text.index("## Adding an optimizer to this repository"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/extending/optimizer.md", "exec"), namespace)
     assert namespace["opt"].evals_per_iteration == 20 and namespace["res"].nit == 300
     assert np.array_equal(namespace["again"].ask(), namespace["opt"].ask())
     fun, evals = capsys.readouterr().out.split()

@@ -70,7 +70,7 @@ def test_the_objective_is_never_evaluated_outside_the_box():
 
 
 def test_interior_optimum_and_the_default_step_size_in_a_box():
-    """README, "Bounds": 5-d sphere centred at 0.3 in [0, 1]^5 from x0 = 0.5, 300 iterations, seed 0."""
+    """docs/sabo/index.md, "Bounds": 5-d sphere centred at 0.3 in [0, 1]^5 from x0 = 0.5, 300 iterations, seed 0."""
     def fun(x):
         return np.sum((x - 0.3) ** 2)
 

@@ -1,7 +1,7 @@
-"""README.md's MLflow comparison, followed in a real browser.
+"""The MLflow comparison of docs/mlflow.md, followed in a real browser.
 
 A `ci`-profile run of SABO and INGO on one setting and function is logged to a fresh MLflow
-database; `mlflow ui` serves it on a free port of 127.0.0.1; the README's `sabo-bench track`
+database; `mlflow ui` serves it on a free port of 127.0.0.1; the page's `sabo-bench track`
 command prints the comparison link; headless Chromium (Debian's ``chromium``, driven by the
 Playwright package: Playwright's own browser download is not used) opens it. The page must list
 the two group runs as rows and draw each one's `error_median` curve with exactly the points MLflow
@@ -143,7 +143,7 @@ def test_the_readme_comparison_shows_sabo_and_ingo_error_curves_in_mlflow_ui(tmp
     ui = f"http://127.0.0.1:{port}"
     log = tmp_path / "mlflow-ui.log"
     with mlflow_ui(db, port, log) as server:
-        # README step 2, for this profile, setting and function
+        # docs/mlflow.md step 2, for this profile, setting and function
         command, _ = readme_comparison()
         words = shlex.split(command)
         for option, value in (("--profile", "ci"), ("--setting", SETTING), ("--function", FUNCTION)):
@@ -173,7 +173,7 @@ def test_the_readme_comparison_shows_sabo_and_ingo_error_curves_in_mlflow_ui(tmp
                                          args=["--no-sandbox", "--disable-dev-shm-usage"])
             try:
                 page = browser.new_page(viewport={"width": 1600, "height": 1000})
-                page.goto(url, timeout=PAGE_S * 1000)  # README step 3
+                page.goto(url, timeout=PAGE_S * 1000)  # docs/mlflow.md step 3
                 # the group runs themselves are the rows (not a collapsed parent)
                 for name in names.values():
                     page.get_by_role("link", name=name, exact=True).first.wait_for(timeout=PAGE_S * 1000)

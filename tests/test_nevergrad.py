@@ -142,9 +142,9 @@ def test_a_failed_call_into_nevergrad_is_undone(call, monkeypatch):
 
 @pytest.mark.skipif(not numpy_refuses_float_of_arrays(), reason="this NumPy converts 1-element arrays with float()")
 def test_ngopt_is_refused_up_front_where_it_would_run_metamodel_under_this_numpy(tmp_path):
-    """The README's known failure: nevergrad 1.0.12's MetaModel, NGOpt's choice at d = 6 with 6 workers and 300
-    evaluations, fails a few batches in under NumPy 2.4 (the negative control: Nevergrad itself); the adapter refuses
-    it when built, so a study stops before its first run with one line (the engine builds every method first)."""
+    """The known failure of docs/baselines.md: nevergrad 1.0.12's MetaModel, NGOpt's choice at d = 6 with 6 workers
+    and 300 evaluations, fails a few batches in under NumPy 2.4 (the negative control: Nevergrad itself); the adapter
+    refuses it when built, so a study stops before its first run with one line (the engine builds each method first)."""
     parametrization = ng.p.Array(init=np.ones(6))
     direct = ng.optimizers.registry["NGOpt"](parametrization=parametrization, budget=300, num_workers=6)
     with warnings.catch_warnings(), pytest.raises(TypeError, match="only 0-dimensional arrays"):
@@ -173,7 +173,7 @@ def test_the_engine_passes_the_budget_and_resumes_a_nevergrad_run_identically(tm
     assert engine._budget_argument("nevergrad", {"popsize": None}, 12, {"max_iter": 30}) == {"budget": 30 * (4 + 7)}
     assert engine._budget_argument("nevergrad", {"popsize": 10}, 12, {"max_evals": 555}) == {"budget": 555}
     assert engine._budget_argument("sabo", {"popsize": 8}, 12, {"max_iter": 30}) == {}  # SABO takes no budget
-    # d = 10, 10 workers, 1000 evaluations: NGOpt chooses CMA-ES (not MetaModel: README, known failure)
+    # d = 10, 10 workers, 1000 evaluations: NGOpt chooses CMA-ES (not MetaModel: docs/baselines.md, known failure)
     cfg = small_config("ngopt", dim=10, popsize=10, T=100, optimizer="nevergrad:NGOpt")
     assert cfg.code_version.endswith("+nevergrad:NGOpt.r1")
     straight = engine.execute(cfg, tmp_path / "straight")
@@ -241,7 +241,7 @@ def shifted_sphere(x):
 
 
 def test_sabo_minimises_a_10d_sphere_as_a_nevergrad_optimizer():
-    """README, "SABO in Nevergrad": defaults, budget 8000 evaluations, seed 0: F = 5.7e-7 measured (F(0) = 2.5)."""
+    """docs/sabo/nevergrad.md: defaults, budget 8000 evaluations, seed 0: F = 5.7e-7 measured (F(0) = 2.5)."""
     import sabo
     import sabo.integrations.nevergrad as integration
 

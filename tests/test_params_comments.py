@@ -1,5 +1,5 @@
-"""params.yaml's comments give the README's advice: switch a profile by editing the file and running
-`dvc repro`, not `dvc exp run -S` (an experiment deletes records that dvc.lock does not list)."""
+"""params.yaml's comments give the advice of docs/studies/dvc.md ("One study at a time"): switch a profile by editing
+the file and running `dvc repro`, not `dvc exp run -S` (an experiment deletes records that dvc.lock does not list)."""
 import re
 from pathlib import Path
 
@@ -19,4 +19,5 @@ def test_no_comment_recommends_an_experiment_run():
 def test_the_profile_comments_name_dvc_repro():
     text = "\n".join(comments())
     assert "dvc repro synthetic" in text and "dvc repro prompt_report" in text
-    assert "dvc repro" in (ROOT / "README.md").read_text()  # the README's wording this follows
+    page = (ROOT / "docs" / "studies" / "dvc.md").read_text()  # the wording this follows
+    assert "dvc repro synthetic" in page and "dvc repro prompt_report" in page and "not\nwith `dvc exp run -S`" in page

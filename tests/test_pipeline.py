@@ -126,7 +126,8 @@ def test_report_stages_declare_the_table_metrics_and_curves_the_report_writes():
 
 
 def readme_quick_command(text: str) -> list[str]:
-    """The README's command that runs the quick synthetic profile under DVC once params.yaml selects it, as argv."""
+    """The command of docs/studies/index.md that runs the quick synthetic profile under DVC once params.yaml selects
+    it, as argv."""
     commands = re.findall(r"`synthetic\.profile: quick` in `params\.yaml`,\s+`(dvc repro [^`]*)`", text)
     assert commands and len(set(commands)) == 1, commands
     return commands[0].split()
@@ -173,7 +174,7 @@ def test_a_synthetic_parameter_change_touches_only_synthetic_stages_and_the_read
         assert sorted(changed) == ["synthetic@d200_N100-sabo", "synthetic@d200_N50-ingo"]
         for name in changed:
             assert changed[name] == [{"changed deps": {"params.yaml": {"synthetic.profile": "modified"}}}]
-        argv = readme_quick_command((ROOT / "README.md").read_text())
+        argv = readme_quick_command((ROOT / "docs" / "studies" / "index.md").read_text())
         assert argv[:2] == ["dvc", "repro"] and argv[2:]
         would_run = repo.reproduce(argv[2:], dry=True)
         assert len(would_run) == 27 and {s.addressing.split("@")[0] for s in would_run} == {"synthetic"}

@@ -1,9 +1,9 @@
-"""Optimizers from other packages (baselines/plugins.py; README, "Add your own optimizer").
+"""Optimizers from other packages (baselines/plugins.py; docs/extending/optimizer.md).
 
 Nothing is installed. A package is written into a temporary directory put on ``sys.path``,
 with a ``<dist>.dist-info`` folder holding its ``entry_points.txt``: what ``pip install``
 writes and what ``importlib.metadata`` reads, so the entry-point route runs for real. The
-README's class and entry point are the package of the main test, which runs the method on the
+documentation's class and entry point are the package of the main test, which runs the method on the
 ``ci`` profiles of the synthetic and image studies through the command line. Registries,
 imported modules and ``sys.path`` are restored after each test.
 """
@@ -34,9 +34,10 @@ GROUP = "sabo_bench.optimizers"
 
 
 def readme_blocks() -> dict[str, str]:
-    """The code blocks of the README's "Add your own optimizer", by language."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Add your own optimizer"):text.index("## Extending")]
+    """The code blocks of the documentation's "Adding your own optimizer from another package", by language."""
+    text = (ROOT / "docs" / "extending" / "optimizer.md").read_text()
+    section = text[text.index("## Adding your own optimizer from another package"):
+                   text.index("## Adding an optimizer to this repository")]
     return {lang: code for lang, code in re.findall(r"```(\w+)\n(.*?)```", section, re.S)}
 
 
@@ -73,7 +74,7 @@ def write_package(site: Path, modules: dict[str, str], entry_points: dict[str, s
 
 
 def readme_package(site: Path) -> tuple[str, str]:
-    """The README's class as ``my_package.search`` with its entry point; (entry point name, its value)."""
+    """The documentation's class as ``my_package.search`` with its entry point; (entry point name, its value)."""
     blocks = readme_blocks()
     [(name, value)] = re.findall(r'^(\w+) = "([\w.:]+)"$', blocks["toml"], re.M)
     assert f'[project.entry-points."{GROUP}"]' in blocks["toml"]
@@ -95,7 +96,7 @@ def records(runs: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(runs.rglob("*.json"))]
 
 
-# ---------------------------------------------------------------------------- the README's route
+# ---------------------------------------------------------------------------- the documentation's route
 def test_the_readme_section_is_under_25_lines():
     blocks = readme_blocks()
     assert set(blocks) == {"python", "toml", "yaml"}
@@ -164,7 +165,7 @@ def test_a_misspelled_method_lists_the_installed_plugins_too(isolated, tmp_path,
 
 
 def test_the_plugins_section_imports_only_what_it_allows(isolated, tmp_path, capsys):
-    """The README's `plugins:` block, nothing installed; two workers load the class too."""
+    """The documentation's `plugins:` block, nothing installed; two workers load the class too."""
     blocks = readme_blocks()
     write_package(isolated, {"my_package.search": blocks["python"]})
     plugins = yaml.safe_load(blocks["yaml"])["plugins"]

@@ -25,6 +25,7 @@ from replication.prompt.data import TaskDataUnavailable, prepare_task  # noqa: E
 from replication.prompt.objective import PromptObjective  # noqa: E402
 from replication.prompt.problem import PromptProblem, encode_task  # noqa: E402
 from replication.prompt.report import TABLE2_METHODS, select  # noqa: E402
+from replication.prompt.tasks import ZERO_SHOT  # noqa: E402
 from replication.storage import read_json  # noqa: E402
 from replication.studies import select as select_configs  # noqa: E402
 
@@ -58,7 +59,7 @@ def test_gpu_profile_is_the_papers_grid():
     sabo_rhos = {c.params["rho"] for c in cs if c.method == "sabo"}
     assert sabo_rhos == {10.0, 50.0, 100.0, 500.0}
     assert {c.params["rho_reading"] for c in cs if c.method == "sabo_inverse"} == {"inverse"}
-    zero = [c for c in cs if c.method == study.ZERO_SHOT]
+    zero = [c for c in cs if c.method == ZERO_SHOT]
     assert sorted(c.problem["name"] for c in zero) == sorted(PARAMS["prompt"]["profiles"]["gpu"]["tasks"])
     assert all(c.budget == {"max_iter": 0} and c.problem["dim"] == 0 and c.params == {} for c in zero)
 
@@ -229,7 +230,7 @@ def test_cli_runs_the_study_and_reports_it(study_params, tmp_path, capsys):
         res = r["result"]
         assert res["status"] == "completed"
         ev = res["final_evaluation"]
-        if c.method == study.ZERO_SHOT:
+        if c.method == ZERO_SHOT:
             assert res["curve"]["nit"] == [0] and res["evals_per_iteration"] == 0
             assert 0.0 <= ev["test_metric_final"] <= 1.0
             continue
@@ -332,7 +333,7 @@ def test_records_are_tracked_with_their_test_metrics(study_params, tmp_path):
     from replication.tracking import Tracker
 
     _, p = study_params
-    configs = [c for c in select_configs(study.configs(p), seeds=[0]) if c.method in (study.ZERO_SHOT, "ingo")]
+    configs = [c for c in select_configs(study.configs(p), seeds=[0]) if c.method in (ZERO_SHOT, "ingo")]
     records = [execute(c, tmp_path / "runs") for c in configs]
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db")
     assert all(tracker.log_record(r, profile="smoke") for r in records)
@@ -344,7 +345,7 @@ def test_records_are_tracked_with_their_test_metrics(study_params, tmp_path):
         ev = r["result"]["final_evaluation"]
         assert run.data.metrics["final_eval_test_metric_final"] == ev["test_metric_final"]
         assert run.data.metrics["final_eval_test_metric_best_dev"] == ev["test_metric_best_dev"]
-        assert "f_best" not in run.data.metrics or r["config"]["method"] != study.ZERO_SHOT  # NaN: not logged
+        assert "f_best" not in run.data.metrics or r["config"]["method"] != ZERO_SHOT  # NaN: not logged
 
 
 def test_fp32_weights_are_the_default_and_bf16_close_to_them(study_params):
@@ -406,7 +407,7 @@ def test_the_bo_baselines_compute_on_the_studys_device(study_params, tmp_path, m
     _, p = study_params
     p["prompt"]["profiles"]["tiny"].update(methods=["turbo", "gibo", "ingo"], seeds=[0], iterations=1)
     p["prompt"]["methods"]["gibo"] = {"acq_maxiter": 0}  # cheap: the device is what this test follows
-    configs = [c for c in study.configs(p) if c.method != study.ZERO_SHOT]
+    configs = [c for c in study.configs(p) if c.method != ZERO_SHOT]
     assert {c.method: c.params.get("device") for c in configs} == {"turbo": "cpu", "gibo": "cpu", "ingo": None}
     built, original = {}, baselines.make
 
@@ -421,7 +422,7 @@ def test_the_bo_baselines_compute_on_the_studys_device(study_params, tmp_path, m
     assert built == {"turbo": "cpu", "gibo": "cpu", "ingo": None}
     # on CUDA (no GPU needed to build the configs): "cuda", the worker's pinned device, for both
     p["prompt"]["device"] = "cuda"
-    assert {c.method: c.params.get("device") for c in study.configs(p) if c.method != study.ZERO_SHOT} == \
+    assert {c.method: c.params.get("device") for c in study.configs(p) if c.method != ZERO_SHOT} == \
         {"turbo": "cuda", "gibo": "cuda", "ingo": None}
     ingo = next(c for c in configs if c.method == "ingo")
     assert ingo.params == {"sigma0": 1.0, "popsize": 6, "lr": 0.5}

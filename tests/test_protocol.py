@@ -564,7 +564,7 @@ CHECKS = [
     check_hostile_states_are_refused,
 ]
 
-try:  # installed plugins get the checks too (README, "Add your own optimizer")
+try:  # installed plugins get the checks too (docs/extending/optimizer.md)
     baselines.load_plugins()
     PLUGIN_ERROR = None
 except baselines.PluginError as exc:

@@ -1,4 +1,4 @@
-"""A real two-node Ray cluster on this machine: studies survive the loss of a node (README, "Running on a cluster").
+"""A real two-node Ray cluster on this machine: studies survive the loss of a node (docs/studies/cluster.md).
 
 The head node (1 CPU, where the drivers connect) and a worker node (2 CPUs) are started with the ``ray`` CLI,
 each with its own temporary directory, in a process session of its own. Two studies run through them with

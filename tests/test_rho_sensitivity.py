@@ -144,7 +144,7 @@ def test_the_script_refuses_bad_numbers_in_one_line_without_a_traceback(argv, tm
 
 
 def test_default_outputs_quick_and_custom_runs_go_elsewhere(bench):
-    """The full grid writes the files README.md cites; --quick and any other grid or budget do not."""
+    """The full grid writes the files docs/sabo/choosing-rho.md cites; --quick and any other grid or budget do not."""
     results = bench.ROOT / "results"
     full = bench.parse([])
     assert (full.grid_name, full.json, full.markdown, full.figure) == (
@@ -180,7 +180,7 @@ def test_a_reduced_run_does_not_replace_a_full_grid_json_unless_forced(tmp_path)
 
 
 def test_a_reduced_run_does_not_write_over_the_committed_files(bench, monkeypatch, tmp_path, capsys):
-    """Whichever output points at one of README.md's files (here a stand-in results/ under tmp_path)."""
+    """Whichever output points at a file docs/sabo/choosing-rho.md cites (here a stand-in results/ under tmp_path)."""
     monkeypatch.setattr(bench, "ROOT", tmp_path)
     figure = tmp_path / "results" / "figures" / "rho_sensitivity"
     figure.parent.mkdir(parents=True)
@@ -190,7 +190,8 @@ def test_a_reduced_run_does_not_write_over_the_committed_files(bench, monkeypatc
         bench.parse([*argv, str(figure)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert "rho_sensitivity.svg is the full grid's result that README.md cites" in err and err.count("\n") == 1
+    assert "rho_sensitivity.svg is the full grid's result that docs/sabo/choosing-rho.md cites" in err
+    assert err.count("\n") == 1
     assert bench.parse([*argv, str(figure), "--force"]).force
     assert bench.parse([*argv, str(tmp_path / "elsewhere")]).figure == tmp_path / "elsewhere"
     with pytest.raises(SystemExit):  # and no full-grid JSON to reanalyse at the default path of --quick

@@ -212,7 +212,7 @@ def test_frequent_safeguard_warns_and_an_error_filter_leaves_a_consistent_optimi
 
 
 def test_default_rho_is_the_sqrt_d_rule_and_keeps_pace_with_ingo_on_a_10d_sphere():
-    """The library default (rho = 0.05 sqrt(d), README "Choosing rho"): on the issue's 10-d sphere with the
+    """The library default (rho = 0.05 sqrt(d), docs/sabo/choosing-rho.md): on the issue's 10-d sphere with the
     default popsize the safeguard never fires and SABO keeps >= 85% of INGO's progress per iteration
     (the sensitivity study measured 0.98 here; the old default rho = 1 kept 0.34 with the safeguard in
     68% of iterations). Median over 3 seeds; the seeds' spread in progress share was 0.02."""

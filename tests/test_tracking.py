@@ -2,7 +2,7 @@
 
 Also: runs of different profiles never collide (names and tags), runs start and end at the
 record's wall times, group aggregates that one diverged seed cannot decide (median, geometric
-mean, the median curve), and the comparison page's filter (README.md) landing on the group runs.
+mean, the median curve), and the comparison page's filter (docs/mlflow.md) landing on the group runs.
 The browser-level check of that page is tests/test_mlflow_ui.py.
 """
 import logging
@@ -261,7 +261,7 @@ def test_diverged_runs_with_huge_errors_are_logged(tmp_path, uri):
     assert group.data.metrics["final_error_mean"] == 1e300 and group.data.metrics["final_error_median"] == 1e300
 
 
-# ---------------------------------------------------------------------- item 4: the comparison the README documents
+# ---------------------------------------------------------------------- item 4: the comparison docs/mlflow.md documents
 def test_the_comparison_filter_lands_on_the_group_runs_and_names_the_step_axis(tmp_path, uri):
     tracker = Tracker(uri)
     for r in records(tmp_path, n_seeds=2, methods=("sabo", "ingo")):
@@ -275,7 +275,7 @@ def test_the_comparison_filter_lands_on_the_group_runs_and_names_the_step_axis(t
     assert state["compareRunsMode"] == ["CHART"] and state["workflowType"] == ["machine_learning"]
     assert state["orderByKey"] == ["metrics.`final_error_median`"] and state["orderByAsc"] == ["true"]
     [query] = state["searchFilter"]
-    assert query == readme_filter("ci", "d20_N10", "ellipsoid")  # the filter README.md documents
+    assert query == readme_filter("ci", "d20_N10", "ellipsoid")  # the filter docs/mlflow.md documents
     hits = tracker.client.search_runs([exp.experiment_id], query)
     assert sorted(r.info.run_name for r in hits) == ["d20_N10/ellipsoid/ingo [ci]", "d20_N10/ellipsoid/sabo [ci]"]
     assert all("mlflow.parentRunId" not in r.data.tags for r in hits)  # top-level: the table lists them as rows

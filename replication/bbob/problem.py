@@ -16,7 +16,7 @@ reached (the run's runtimes, from which runtime ECDFs and ERTs follow).
 f_opt is not exposed by ``cocoex``: it is f(x_opt) on an unobserved copy of the problem, with
 x_opt from ``cocoex``'s ``_best_parameter("print")`` (which writes it to the current directory;
 we call it inside a temporary one). On bbob-noisy the targets are reached by *measured* values
-(COCO's own post-processing uses the noise-free ones it logs); see README, "COCO's BBOB suites".
+(COCO's own post-processing uses the noise-free ones it logs); see docs/studies/bbob.md.
 """
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ from replication.engine import files_path, provenance_summary, wall_minutes
 from replication.table import records_note
 
 from .problem import TARGETS
-from .study import REPORT_NAME, TABLE_OMITS, configs, suite_methods
+from .runs import REPORT_NAME, TABLE_OMITS, configs, suite_methods
 from .suites import SUITES
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")

@@ -8,7 +8,7 @@ iterations as fit). The setting is the suite (``runs/bbob/<suite>/<method>/``), 
 every study). Every method starts at COCO's initial solution (the centre of [-5, 5]^d) with
 sigma0 = ``bbob.sigma0`` and its own defaults otherwise: the default population size of its class
 (``default_popsize(d)``) and, for SABO, the library's defaults lr = 0.1 and rho = 0.05 sqrt(d)
-(``sabo.DEFAULT_RHO_SCALE``; README, "Choosing rho"): no parameter is tuned per function.
+(``sabo.DEFAULT_RHO_SCALE``; docs/sabo/choosing-rho.md): no parameter is tuned per function.
 
 Every run's COCO observer output lands in its own directory next to its record
 (:func:`replication.engine.files_path`); the report assembles one folder per method for
@@ -18,42 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from replication.config import RunConfig, code_version
-from replication.studies import active_profile
+from replication.config import RunConfig
 
 from .problem import CocoProblem
-
-STUDY = "bbob"
-REPORT_NAME = "bbob"  # results/bbob.md, results/bbob_claims.json, results/bbob/ (cocopp)
-#: what a report made from a run table lacks (``sabo-bench report`` will not replace a page that has it unasked)
-TABLE_OMITS = "cocopp's pages (a run table holds no COCO data)"
-
-
-def suite_methods(p: dict, runs: dict) -> list[str]:
-    """The methods a profile runs on one suite: its ``methods``, else every method of ``bbob.methods``."""
-    return list(runs.get("methods") or p["methods"])
-
-
-def configs(params: dict) -> list[RunConfig]:
-    """Every run of the active profile: suites x dimensions x functions x methods x instances."""
-    from .suites import SUITES
-
-    p = params[STUDY]
-    _, prof = active_profile(params, STUDY)
-    out = []
-    for suite, runs in prof["suites"].items():
-        functions = runs.get("functions") or SUITES[suite].functions
-        for dim in runs["dims"]:
-            for function in functions:
-                problem = {"name": f"f{function}", "suite": suite, "function": int(function), "dim": int(dim)}
-                for method in suite_methods(p, runs):
-                    opt_params = {"sigma0": p["sigma0"], **p["methods"][method]}
-                    for instance in runs["instances"]:
-                        out.append(RunConfig(study=STUDY, setting=suite, problem={**problem, "instance": int(instance)},
-                                             method=method, params=opt_params, seed=int(instance),
-                                             budget={"max_evals": int(runs["budget"]) * int(dim)},
-                                             code_version=code_version(method, opt_params)))
-    return out
+from .runs import REPORT_NAME as REPORT_NAME  # the Study contract: re-exported
+from .runs import TABLE_OMITS as TABLE_OMITS
+from .runs import configs as configs
 
 
 def make_problem(config: RunConfig) -> CocoProblem:

@@ -40,7 +40,7 @@ from replication.engine import provenance_summary
 from replication.figures import grid_text
 from replication.seeds import over_seeds, seeds_text
 
-from .study import REPORT_NAME, configs, dataset_name, search_dim
+from .runs import REPORT_NAME, configs, dataset_name, search_dim
 
 HERE = Path(__file__).parent
 CLAIMS_FILE = HERE / "claims.yaml"

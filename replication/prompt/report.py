@@ -33,7 +33,7 @@ from replication.figures import grid_text
 from replication.seeds import over_seeds, seeds_text
 
 from .options import option
-from .study import REPORT_NAME, configs
+from .runs import REPORT_NAME, configs
 from .tasks import TASKS, ZERO_SHOT
 
 HERE = Path(__file__).parent

@@ -26,7 +26,7 @@ from replication.config import RunConfig
 from replication.engine import provenance_summary, wall_minutes
 from replication.table import records_note
 
-from .study import REPORT_NAME, configs, iterations_at, methods_at, profile_methods
+from .runs import REPORT_NAME, configs, iterations_at, methods_at, profile_methods
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 FUNCTION_LABELS = {"ellipsoid": "Ellipsoid", "l12_ellipsoid": "l_1/2-Ellipsoid",
