@@ -23,7 +23,7 @@ browse with `mlflow ui`). MLflow being unavailable is a warning, never a failed 
 
 A report writes, beside its page, figures and claims file, the run table it was made from
 (``<REPORT_NAME>_runs.parquet``, :mod:`replication.table`), its DVC metrics
-(``<REPORT_NAME>_metrics.json``) and, where the study plots curves, the data of its DVC plots
+(``<REPORT_NAME>_metrics.json``) and, where the study plots curves, the curves behind its figures
 (``<REPORT_NAME>_curves.csv``, :mod:`replication.outcomes`).
 """
 from __future__ import annotations
