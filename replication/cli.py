@@ -7,6 +7,8 @@ Typical use (from the repository root, where params.yaml lives):
     sabo-bench run synthetic --profile quick         # the preview (the bo extra; 18-23 min on 2 cores)
     sabo-bench run-one synthetic --setting d200_N50 --function levy --method sabo --seed 0
     sabo-bench list synthetic                        # completed, diverged, corrupt, partial, pending runs
+    sabo-bench run synthetic --profile ci --method my_method --compare-with results/ci/synthetic_runs.parquet
+                                                     # only my_method's runs, reported beside the committed baselines
     sabo-bench status                                # every study: runs recorded, running, ETA (read-only)
     sabo-bench report synthetic                      # tables, figures and claim verdicts -> results/
     sabo-bench report synthetic --profile quick --out results/quick   # a preview beside the full report
@@ -21,7 +23,7 @@ browse with `mlflow ui`). MLflow being unavailable is a warning, never a failed 
 
 A report writes, beside its page, figures and claims file, the run table it was made from
 (``<REPORT_NAME>_runs.parquet``, :mod:`replication.table`), its DVC metrics
-(``<REPORT_NAME>_metrics.json``) and, where the study plots curves, the data of its DVC plots
+(``<REPORT_NAME>_metrics.json``) and, where the study plots curves, the curves behind its figures
 (``<REPORT_NAME>_curves.csv``, :mod:`replication.outcomes`).
 """
 from __future__ import annotations
@@ -241,8 +243,106 @@ def make_runs_dir(args) -> None:
         raise UsageError(f"--runs-dir {args.runs_dir!r}: cannot create {str(path)!r} ({exc.strerror or exc})") from None
 
 
+def comparison_out(args, profile: str) -> Path:
+    """Where ``run --compare-with`` writes its report: ``--compare-out``, else
+    ``comparisons/<study>_<profile>_<methods>``."""
+    if args.compare_out is not None:
+        return Path(args.compare_out)
+    return Path("comparisons", "_".join([args.study, profile, *sorted(set(args.method))]))
+
+
+def comparison_command(args) -> str:
+    """The `sabo-bench run ... --compare-with` command of ``args``, as a comparison's page quotes it."""
+    words = ["sabo-bench", "run", args.study]
+    for option, default in (("params", "params.yaml"), ("profile", None), ("runs_dir", "runs")):
+        value = getattr(args, option)
+        if value is not None and value != default:
+            words += [f"--{option.replace('_', '-')}", str(value)]
+    for option in ("setting", "function", "seed", "method"):
+        if getattr(args, option):
+            words += [f"--{option}", *map(str, getattr(args, option))]
+    words += ["--compare-with", args.compare_with]
+    if args.compare_out is not None:
+        words += ["--compare-out", args.compare_out]
+    return " ".join(words)
+
+
+def comparison_baseline(args, params: dict) -> tuple[list, object]:
+    """The runs ``run --compare-with TABLE`` takes from the table (the profile's runs of the other methods at the
+    selected settings, functions and seeds) and the table's :class:`~replication.committed.Coverage` of them.
+
+    Refused in one line (:class:`UsageError`), before anything runs, unless the table holds every one of them
+    with the config and code version this code would run (same config hash)."""
+    table, profile = args.compare_with, params[args.study]["profile"]
+    if not args.method:
+        raise UsageError(f"--compare-with {table!r} needs --method: the methods to run here (the other methods' "
+                         "records come from the table)")
+    if args.hash:
+        raise UsageError("--compare-with compares whole methods: select with --setting/--function/--seed/--method, "
+                         "not --hash")
+    out = comparison_out(args, profile)
+    if out.resolve() == Path(table).resolve().parent:
+        raise UsageError(f"--compare-out {str(out)!r}: the directory of the table compared with ({table}), whose "
+                         "report the comparison would replace; name another")
+    every = get_study(args.study).configs(params)
+    baseline = [c for c in select_configs(every, settings=args.setting, functions=args.function, seeds=args.seed)
+                if c.method not in set(args.method)]
+    if not baseline:
+        raise UsageError(f"--compare-with {table!r}: --method selects every method of profile {profile!r}, so "
+                         "nothing would come from the table; name only the methods to run here")
+    committed = committed_coverage(table, baseline, "--compare-with")
+    if committed.missing:
+        shown = committed.reasons[0] + (f"; {len(committed.reasons) - 1} more reason(s)" if len(committed.reasons) > 1
+                                        else "")
+        raise UsageError(
+            f"--compare-with {table!r}: it lacks {len(committed.missing)} of the {len(baseline)} runs of the other "
+            f"methods that profile {profile!r} of this code runs ({shown}); a comparison takes only records of the "
+            f"same configs and code version: allowed are a run table that `sabo-bench report {args.study} --profile "
+            f"{profile}` wrote from records of this code (after `sabo-bench run {args.study} --profile {profile}`), "
+            "or those methods added to --method to compute them here")
+    return baseline, committed
+
+
+def write_comparison(args, params: dict, configs: list, baseline: list, committed) -> int:
+    """The report of the selected runs (computed here) beside the baselines' records from the table, with a
+    section naming where each method's records come from (:func:`replication.committed.sources_section`)."""
+    from .committed import sources_section, write_sources
+
+    study, profile = get_study(args.study), params[args.study]["profile"]
+    computed = {c.hash: load_record(args.runs_dir, c) for c in configs}
+    lost = [c.label for c in configs if computed[c.hash] is None]
+    if lost:  # moved or damaged since the run finished
+        print(f"error: {len(lost)} records of the runs just made are unusable (e.g. {lost[0]}); run the same command "
+              "again", file=sys.stderr)
+        return 1
+    order = [*baseline, *configs]
+    ranks = {c.hash: i for i, c in enumerate(get_study(args.study).configs(params))}
+    order.sort(key=lambda c: ranks[c.hash])  # the profile's order, as a report of the whole profile has it
+    records = [computed.get(c.hash) or committed.records[c.hash] for c in order]
+    out = comparison_out(args, profile)
+    out.mkdir(parents=True, exist_ok=True)
+    write_report_files(study, params, records, out, profile=profile, runs=len(order), runs_dir=None)
+    command, page = comparison_command(args), Path(out, f"{study.REPORT_NAME}.md")
+    section = sources_section(committed, computed=configs, records=computed, baseline=baseline,
+                              runs_dir=Path(args.runs_dir, args.study), command=command,
+                              report_name=study.REPORT_NAME)
+    with open(page, "a", encoding="utf-8") as fh:
+        fh.write("\n" + section)
+    sources = write_sources(out, study.REPORT_NAME, committed, computed=configs, baseline=baseline, command=command)
+    print(f"wrote {sources}")
+    methods = ", ".join(sorted(set(args.method)))
+    print(f"compared {methods} ({len(configs)} runs computed here) with {len(baseline)} runs of the other methods from "
+          f"{committed.path}: {page}")
+    return 0
+
+
 def cmd_run(args) -> int:
     params, configs = select(args)
+    baseline = committed = None
+    if args.compare_out is not None and args.compare_with is None:
+        raise UsageError(f"--compare-out {args.compare_out!r}: only with --compare-with (where a comparison goes)")
+    if args.compare_with is not None:  # refused before anything runs
+        baseline, committed = comparison_baseline(args, params)
     if not configs:
         if args.allow_empty:
             # a DVC stage's output exists even when its profile runs nothing there: runs/<study>, and
@@ -277,6 +377,8 @@ def cmd_run(args) -> int:
         print(f"error: {len(failures)} of {len(configs)} runs failed (above, each with its traceback file); the others "
               "are recorded: run the same command again to retry the failed ones", file=sys.stderr)
         return 1
+    if baseline is not None:
+        return write_comparison(args, params, configs, baseline, committed)
     return 0
 
 
@@ -358,19 +460,57 @@ def cmd_run_one(args) -> int:
     return 0
 
 
+def committed_coverage(path, configs, option: str):
+    """:func:`replication.committed.coverage` of the run table ``path``, a bad table one line naming ``option``."""
+    from .committed import coverage
+
+    try:
+        return coverage(path, configs)
+    except ValueError as exc:
+        raise UsageError(f"{option} {str(path)!r}: {one_line(exc)}") from None
+
+
+def list_table(args, params: dict) -> Path | None:
+    """The run table `sabo-bench list` counts: ``--table``, else (unless ``--no-table``) the committed one of the
+    profile beside the parameter file (:func:`replication.committed.default_table`)."""
+    if args.no_table:
+        return None
+    if args.table is not None:
+        return Path(args.table)
+    from .committed import default_table
+
+    return default_table(args.params, get_study(args.study).REPORT_NAME, params[args.study]["profile"])
+
+
 def cmd_list(args) -> int:
-    _, configs = select(args)
+    params, configs = select(args)
+    table = list_table(args, params)
+    committed = committed_coverage(table, configs, "--table") if table is not None else None
     counts: dict[str, int] = {}
+    local = only_in_table = 0
     details = {"partial": "checkpoint present",
                "corrupt": "unusable record: the next run moves it aside and recomputes it"}
     for c in configs:
         record = load_record(args.runs_dir, c)
+        where = ""
+        if record is not None:
+            local += 1
+        elif committed is not None and c.hash in committed.records:
+            record, where = committed.records[c.hash], f"only in {table}; "
+            only_in_table += 1
         status = record["result"]["status"] if record else record_status(args.runs_dir, c)
-        detail = f"wall {record['provenance']['wall_time_s']:.1f}s" if record else details.get(status, "")
+        detail = f"{where}wall {record['provenance']['wall_time_s']:.1f}s" if record else details.get(status, "")
         counts[status] = counts.get(status, 0) + 1
         if not args.summary:
             print(f"{c.hash}  {status:<9} {c.label:<48} {detail}")
     print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs")
+    if committed is not None:
+        without = len(configs) - local - only_in_table
+        print(f"{len(committed.records)} of {len(configs)} in {table} (committed run table); {local} recorded under "
+              f"{args.runs_dir}/{args.study}; {only_in_table} only in the table; {without} with no record "
+              f"(`sabo-bench run` computes them)")
+        for line in committed.reasons:
+            print(f"  not in the table: {line}")
     moved = quarantined_files(Path(args.runs_dir, args.study))
     if moved:
         print(f"{len(moved)} quarantined files (unusable records or checkpoints moved aside; inspect or delete):")
@@ -444,6 +584,23 @@ def report_records(args, configs) -> list[dict]:
         raise UsageError(f"--from-table: {exc}") from None
 
 
+def write_report_files(study, params: dict, records: list[dict], out, *, profile: str, runs: int, tracker=None,
+                       runs_dir=None) -> dict:
+    """The study's report of ``records`` in ``out`` (page, claims, figures), with its run table and DVC outcomes
+    (metrics, curves); prints each file written and returns the study's ``report`` result."""
+    from .outcomes import write_outcomes
+    from .table import table_path, write_table
+
+    outcome = study.report(params, records, Path(out), tracker=tracker, runs_dir=runs_dir)
+    hook = optional_hook(study, "outcomes")
+    files = [*outcome["files"], write_table(table_path(out, study.REPORT_NAME), records),
+             *write_outcomes(out, study.REPORT_NAME, profile=profile, records=records, runs=runs,
+                             claims=outcome["claims"], outcomes=hook(params, records) if hook else None)]
+    for path in files:
+        print(f"wrote {path}")
+    return outcome
+
+
 def cmd_report(args) -> int:
     expected_claims = None
     if args.check_claims:  # read (or refused) before the report is written, and before --record-expected writes
@@ -470,17 +627,8 @@ def cmd_report(args) -> int:
     for place in (Path(args.out), Path(args.out, "figures")):  # left by a report killed mid-write
         remove_temporaries_in(place)
     logger = make_logger(args, params)
-    outcome = study.report(params, records, Path(args.out), tracker=logger,
-                           runs_dir=None if args.from_table else Path(args.runs_dir))
-    from .outcomes import write_outcomes
-    from .table import table_path, write_table
-
-    hook = optional_hook(study, "outcomes")
-    files = [*outcome["files"], write_table(table_path(args.out, study.REPORT_NAME), records),
-             *write_outcomes(args.out, study.REPORT_NAME, profile=profile, records=records, runs=len(configs),
-                             claims=outcome["claims"], outcomes=hook(params, records) if hook else None)]
-    for path in files:
-        print(f"wrote {path}")
+    outcome = write_report_files(study, params, records, args.out, profile=profile, runs=len(configs), tracker=logger,
+                                 runs_dir=None if args.from_table else Path(args.runs_dir))
     if logger is not None:
         logger.summarize("figure sets")
     if args.record_expected:
@@ -566,6 +714,13 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument("--quiet", action="store_true", help="no progress display (--progress none)")
     p.add_argument("--allow-empty", action="store_true",
                    help="exit 0 when no run matches (e.g. the prompt study's offline profile)")
+    p.add_argument("--compare-with", metavar="RUNS_PARQUET",
+                   help="run only the --method runs and report them beside the other methods' records from this run "
+                        "table (e.g. the committed results/ci/synthetic_runs.parquet with --profile ci); refused "
+                        "unless the table holds those runs with the configs and code version this code runs")
+    p.add_argument("--compare-out", type=directory, metavar="DIR",
+                   help="with --compare-with: where the comparison's report goes (default: "
+                        "comparisons/<study>_<profile>_<methods>)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("run-one", help="execute exactly one run (the selection must match one), with a progress bar")
@@ -578,6 +733,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help=f"list the selected runs with their status ({', '.join(RUN_STATUSES)})")
     add_common(p)
     p.add_argument("--summary", action="store_true", help="only the counts per status")
+    committed = p.add_mutually_exclusive_group()
+    committed.add_argument("--table", metavar="RUNS_PARQUET",
+                           help="count the runs this run table holds too (default: the committed one of the "
+                                "profile beside the parameter file, results/<profile>/ or results/, e.g. "
+                                "results/synthetic_runs.parquet)")
+    committed.add_argument("--no-table", action="store_true", help="count only the records under --runs-dir")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("prepare", help="prepare a study's data (e.g. the image study's cached UMAP features)")

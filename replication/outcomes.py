@@ -1,4 +1,4 @@
-"""What ``dvc metrics`` and ``dvc plots`` show of a report: its outcome numbers and its runs' curves.
+"""What ``dvc metrics`` shows of a report (its outcome numbers), and the curves behind its figures.
 
 ``sabo-bench report`` writes beside each report (:func:`write_outcomes`):
 
@@ -10,8 +10,8 @@
   setting, function and method, the image study's selected test accuracy per dimension, noise
   rate and method, the prompt study's selected test metric per task, d and method. A number
   that is not finite (an error that overflowed, a cell whose seeds all diverged) is ``null``.
-* ``<out>/<REPORT_NAME>_curves.csv``, the data of the study's DVC plots (``plots:`` at the top
-  of ``dvc.yaml``), where the hook names curves (:class:`Curves`): long format, one row per run
+* ``<out>/<REPORT_NAME>_curves.csv``, the curves behind the study's figures (which ``dvc.yaml``'s
+  ``plots:`` show as images), where the hook names curves (:class:`Curves`): long format, one row per run
   and curve point, with ``panel`` (the facet), ``method``, ``seed``, the study's label columns,
   ``nit``, ``nfev`` and its curve columns. Values have 6 significant digits: the file is for
   looking; the exact curves are in the run table (:mod:`replication.table`).
@@ -31,8 +31,8 @@ from .storage import atomic_write_bytes, write_json
 VERDICT_KEYS = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not_reproduced", INCONCLUSIVE: "inconclusive",
                 NOT_RUN: "not_run"}
 PLOT_LABELS = ("panel", "method", "seed")
-"""The label columns every curves file starts with (the DVC templates in ``.dvc/plots/`` facet by
-``panel``, colour by ``method`` and draw one line per ``seed``)."""
+"""The label columns every curves file starts with (a plot of it facets by ``panel``, colours by ``method``
+and draws one line per ``seed``)."""
 
 
 @dataclass

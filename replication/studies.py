@@ -67,8 +67,8 @@ class Study(Protocol):
       needs one a device of its own (:mod:`replication.devices`).
     - ``outcomes(params, records) -> dict``: the study's outcome numbers for ``dvc metrics``
       (``{"metrics": nested dict of numbers, "curves": replication.outcomes.Curves | None}``; the
-      curves feed its ``dvc plots``). Default: the metrics file holds only the profile, the record
-      counts and the claim verdict counts (:mod:`replication.outcomes`).
+      curves: the data behind its figures, which ``dvc plots`` shows). Default: the metrics file holds only
+      the profile, the record counts and the claim verdict counts (:mod:`replication.outcomes`).
     """
 
     def configs(self, params: dict) -> list[RunConfig]: ...

@@ -119,10 +119,7 @@ def test_report_stages_declare_the_table_metrics_and_curves_the_report_writes():
         assert (f"results/{report}_curves.csv" in outs) == plots_curves, name
         assert {"replication/outcomes.py", "replication/table.py", f"replication/{study_name}/study.py"} <= set(
             stage["deps"]), name
-    for plot in dvc["plots"]:
-        (plot_id, spec), = plot.items()
-        assert set(spec["y"]) <= declared_outs, plot_id  # every plot reads a file a report stage writes
-        assert (ROOT / ".dvc" / "plots" / f"{spec['template']}.json").exists(), plot_id
+    assert set(dvc["plots"]) <= declared_outs  # every plot is a figure a report stage writes (tests/test_dvc_views.py)
 
 
 def readme_quick_command(text: str) -> list[str]:

@@ -270,7 +270,7 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
         md += ["**No prompt run has been made here.** The machine that regenerates this file has no GPU and no "
                "network: neither `roberta-large` nor the six data sets can be fetched. Every cell below shows the "
                "paper's number and says why ours is missing. On a GPU machine with access to the Hugging Face hub "
-               "(or a filled `HF_HOME`): `dvc exp run -S prompt.profile=gpu prompt_report`, or "
+               "(or a filled `HF_HOME`): set `prompt.profile: gpu` in `params.yaml` and `dvc repro prompt_report`, or "
                "`sabo-bench prepare prompt --profile gpu && sabo-bench run prompt --profile gpu && "
                "sabo-bench report prompt --profile gpu`.",
                ""]
