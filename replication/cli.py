@@ -567,7 +567,10 @@ def report_refusal(args, study, profile: str, records: int, runs: int) -> str | 
 def report_records(args, configs) -> list[dict]:
     """The records of ``configs``: from ``--from-table`` when given, else from ``--runs-dir``, where a record
     file that is unusable (as `list` calls it, corrupt: unreadable, of the wrong shape, not a regular file)
-    is left out with one warning line."""
+    is left out with one warning line; with ``--fill-from-table``, the runs that have no record there from that
+    table (by exact config hash, so only records of these very configs and code version)."""
+    from .table import records_from_table
+
     if args.from_table is None:
         found = {c.hash: load_record(args.runs_dir, c) for c in configs}
         corrupt = sum(found[c.hash] is None and record_status(args.runs_dir, c) == "corrupt" for c in configs)
@@ -575,9 +578,16 @@ def report_records(args, configs) -> list[dict]:
             print(f"warning: {corrupt} record file(s) under {args.runs_dir}/{args.study} are unusable and left out of "
                   f"this report (`sabo-bench list {args.study}` marks them corrupt; `sabo-bench run {args.study}` "
                   "moves them aside and recomputes them)", file=sys.stderr)
-        return [r for r in found.values() if r is not None]
-    from .table import records_from_table
-
+        if args.fill_from_table is not None:
+            missing = [c for c in configs if found[c.hash] is None]
+            try:
+                filled = {r["config_hash"]: r for r in records_from_table(args.fill_from_table, missing)}
+            except ValueError as exc:
+                raise UsageError(f"--fill-from-table: {exc}") from None
+            print(f"{len(configs) - len(missing)} records under {args.runs_dir}/{args.study}, {len(filled)} taken from "
+                  f"{args.fill_from_table} (rows with exactly the runs' config hashes)")
+            found.update(filled)
+        return [found[c.hash] for c in configs if found[c.hash] is not None]
     try:
         return records_from_table(args.from_table, configs)
     except ValueError as exc:
@@ -608,6 +618,13 @@ def cmd_report(args) -> int:
 
         expected_claims = read_expected(args.check_claims)
     study = get_study(args.study)
+    if args.fill_from_table is not None:
+        if args.from_table is not None:
+            raise UsageError("--fill-from-table adds to the records under --runs-dir; --from-table reads a table "
+                             "alone: use one of them")
+        if hasattr(study, "TABLE_OMITS"):  # e.g. cocopp's pages need every run's files under runs/
+            raise UsageError(f"--fill-from-table: study {args.study!r}'s report needs what a run table does not hold "
+                             f"({study.TABLE_OMITS}) for every run: compute the runs under --runs-dir instead")
     params = load_params(args.params, args.study, args.profile)
     profile = params[args.study]["profile"]
     recorded = (expected_claims or {}).get("profile", profile)
@@ -756,6 +773,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-table", metavar="RUNS_PARQUET",
                    help="read the records from this run table (the <name>_runs.parquet an earlier report wrote, "
                         "e.g. the committed results/synthetic_runs.parquet) instead of --runs-dir")
+    p.add_argument("--fill-from-table", metavar="RUNS_PARQUET",
+                   help="take the records of runs that have none under --runs-dir from this run table (rows with "
+                        "exactly their config hash: same configs and code version), e.g. after a method's revision "
+                        "was bumped, run that method and report it with the committed results/<name>_runs.parquet")
     p.add_argument("--force", action="store_true",
                    help="replace the report in --out even if it is of another profile or made from more records")
     p.add_argument("--no-track", action="store_true", help="do not attach the figures to MLflow")

@@ -6,7 +6,7 @@ with it, so a fresh clone has every record the report was made from although its
 ``sabo-bench run --compare-with TABLE`` takes the other methods' records from a table instead of
 computing them. Both go through :func:`coverage`, which matches runs by config hash: a row counts for
 a run only if it holds exactly the record of that run's config, so same problem, parameters, budget,
-seed and code version (``code_version``: ``sabo.__version__`` and the optimizer's ``revision``). A run
+seed and code version (``code_version``: ``sabo.RESULTS_VERSION`` and the optimizer's ``revision``). A run
 the table lacks is explained (:attr:`Coverage.reasons`): the table's row of the same setting, problem,
 method and seed differs in a named key (a bumped code version, another profile's budget), or the table
 has no such row.

@@ -188,3 +188,42 @@ def test_coverage_refuses_a_row_that_is_not_its_runs_record(committed, tmp_path)
     configs = get_study("synthetic").configs(params)
     with pytest.raises(ValueError, match="is unusable: it holds the record of another run"):
         coverage(path, configs)
+
+
+def test_report_fills_the_runs_without_a_record_from_a_table(committed, tmp_path, capsys):
+    """After a method's revision is bumped only its runs are recomputed: `report --fill-from-table` takes the other
+    runs' records from the committed table (by exact config hash) and the local records win over the table's."""
+    params = committed / "params.yaml"
+    table = committed / "results" / "tiny" / "synthetic_runs.parquet"
+    runs = tmp_path / "runs"
+    assert main(["run", "synthetic", "--params", str(params), "--runs-dir", str(runs), "--no-track", "--quiet",
+                 "--method", "ingo"]) == 0
+    out = tmp_path / "out"
+    status, printed, err = cli(capsys, "report", "synthetic", "--params", params, "--runs-dir", runs, "--out", out,
+                               "--no-track", "--fill-from-table", table)
+    assert status == 0, err
+    assert f"4 records under {runs}/synthetic, 4 taken from {table} (rows with exactly the runs' config hashes)" \
+        in printed
+    written = {r["config_hash"]: r for r in read_table_records(out / "synthetic_runs.parquet")}
+    committed_rows = {r["config_hash"]: r for r in read_table_records(table)}
+    local = {json.loads(p.read_text())["config_hash"] for p in record_paths(runs / "synthetic")}
+    assert len(written) == 8 and set(written) == set(committed_rows) | local and not set(committed_rows) & local
+    assert all(written[h] == committed_rows[h] for h in committed_rows)  # the table's rows unchanged
+    # without it, the same report holds the local runs alone (nothing is taken silently)
+    status, printed, _ = cli(capsys, "report", "synthetic", "--params", params, "--runs-dir", runs,
+                             "--out", tmp_path / "alone", "--no-track")
+    assert status == 0 and "4 of 8 runs of profile 'tiny' have records" in printed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["synthetic", "--from-table", "T"], "error: --fill-from-table adds to the records under --runs-dir; --from-table "
+                                         "reads a table alone: use one of them"),
+    (["bbob"], "error: --fill-from-table: study 'bbob''s report needs what a run table does not hold (cocopp's pages "
+               "(a run table holds no COCO data)) for every run: compute the runs under --runs-dir instead"),
+])
+def test_fill_from_table_is_refused_where_it_cannot_act(committed, tmp_path, capsys, argv, message):
+    table = committed / "results" / "tiny" / "synthetic_runs.parquet"
+    status, _, err = cli(capsys, "report", *argv, "--runs-dir", tmp_path, "--out", tmp_path / "o",
+                         "--fill-from-table", table)
+    assert status == 2 and err.strip().splitlines() == [message]
+    assert not (tmp_path / "o").exists()
