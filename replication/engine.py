@@ -92,7 +92,7 @@ import baselines
 from sabo import SettingsWarning
 from sabo.protocol import NonFiniteValueError, check_iteration_advanced, checked_mean
 from sabo.state import tree_equal
-from sabo.validation import SHOWN_ARRAY_ENTRIES, check_int, check_x0, shown
+from sabo.validation import check_int, check_x0, shown
 
 from . import stopping
 from .config import RunConfig, content_hash, iterations
@@ -665,10 +665,11 @@ def optimizer_state_problem(saved, expected: dict) -> str | None:
 
 def _difference(key: str, got, want) -> str:
     """``key``'s saved value ``got`` against the run's ``want``, for :func:`optimizer_state_problem`'s message."""
-    if isinstance(got, np.ndarray) and isinstance(want, np.ndarray) and got.shape != want.shape:
-        return f"{key} of shape {got.shape}, this run's {want.shape}"
-    if isinstance(got, np.ndarray) and isinstance(want, np.ndarray) and got.size > SHOWN_ARRAY_ENTRIES:
-        return f"{key} other than this run's"
+    if isinstance(got, np.ndarray) and isinstance(want, np.ndarray):  # x0, sigma0: their numbers would fill the line
+        if got.shape != want.shape:
+            return f"{key} of shape {got.shape}, this run's {want.shape}"
+        if got.dtype.kind == want.dtype.kind:
+            return f"{key} other than this run's in {int(np.sum(got != want))} of {got.size} entries"
     return f"{key} {one_line(shown(got), 80)}, this run's {one_line(shown(want), 80)}"
 
 
