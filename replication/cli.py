@@ -808,12 +808,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    startup.done()
     try:
+        # replaces startup's handler while the command works, and puts it back (in the program itself) for the
+        # reports below and the interpreter's shutdown, where a Ctrl-C is one line (replication.startup)
         with stopping.handle_signals():
-            status = args.func(args)
-            sys.stdout.flush()  # a reader that left is found here, not in the interpreter's last flush
-            return status
+            try:
+                status = args.func(args)
+                sys.stdout.flush()  # a reader that left is found here, not in the interpreter's last flush
+                return status
+            finally:
+                startup.exiting()
     except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM (StopRequested): runs keep their checkpoints
         signum = getattr(exc, "signum", signal.SIGINT)
         print(f"stopped by {signal.Signals(signum).name}: {STOPPED.get(args.command, STOPPED['run'])}", file=sys.stderr)

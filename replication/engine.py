@@ -11,7 +11,10 @@
   deterministic given the state, ends with the same ``config`` and ``result`` as an
   uninterrupted run; only ``provenance`` (timings, resume count) differs.
 * Own files only: a checkpoint or record is used only if it holds this run's config (hash
-  and content); one that does not, that cannot be read (truncated, empty, garbled, nested too
+  and content), and a checkpoint only if its optimizer state was saved by the optimizer this run's
+  config builds (registry name and constructor arguments: seed, x0, parameters, budget) and its curve
+  is that state's (:func:`optimizer_state_problem`; checkpoints of any version are checked so, no new
+  field); one that does not, that cannot be read (truncated, empty, garbled, nested too
   deep), that is not a regular file inside the runs directory (a FIFO, a directory, a link to
   ``/dev/zero`` or out of the runs directory: :func:`replication.storage.read_bytes`), or a record
   of the wrong shape (:func:`replication.records.schema_problem`), is moved aside
@@ -88,7 +91,8 @@ from filelock import FileLock, Timeout
 import baselines
 from sabo import SettingsWarning
 from sabo.protocol import NonFiniteValueError, check_iteration_advanced, checked_mean
-from sabo.validation import check_int, check_x0
+from sabo.state import tree_equal
+from sabo.validation import check_int, check_x0, shown
 
 from . import stopping
 from .config import RunConfig, content_hash, iterations
@@ -393,15 +397,18 @@ def _execute_locked(config: RunConfig, runs_dir, checkpoint_every_s, checkpoint_
         return _evaluate_only(config, problem, runs_dir)
     optimizer, params = _optimizer_and_params(config)
     files = files_path(runs_dir, config) if hasattr(problem, "attach_output") else None
+    # Built before any checkpoint is read: its parameters refused are the user's mistake (UsageError) whether or
+    # not a checkpoint exists, and a checkpoint's optimizer state must have been saved by this very optimizer
+    # (_resume compares their constructor arguments).
+    opt = _new_optimizer(config, optimizer, params, problem)
     resumed = None
     if files is None and ckpt.exists():  # a run with files of its own is not resumable (module docstring)
-        resumed = _resume(ckpt, runs_dir, config, optimizer, problem)
+        resumed = _resume(ckpt, runs_dir, config, optimizer, problem, opt)
         if resumed is None:
             problem = study.make_problem(config)  # the failed restore may have set part of its state
     if resumed is not None:
         opt, max_iter, curve, stamps, elapsed, resumes, started, tally = resumed
     else:
-        opt = _new_optimizer(config, optimizer, params, problem)
         max_iter = iterations(config.budget, opt.evals_per_iteration)
         curve, stamps, elapsed, resumes, started = Curve(max_iter), [], 0.0, 0, _now()
         tally = _new_tally(opt)
@@ -577,7 +584,7 @@ def _budget_argument(optimizer: str, params: dict, dim: int, budget: dict) -> di
                                                                           params.get("popsize"), params)}
 
 
-def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
+def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem, fresh):
     """(optimizer, max_iter, curve, stamps, elapsed, resumes, started) from ``config``'s checkpoint, or None.
 
     ``max_iter`` (the curve's grid): the budget's ``max_iter``, or under ``max_evals`` the one the
@@ -593,6 +600,13 @@ def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
     A checkpoint that cannot be read (not a regular file inside ``runs_dir`` included), or that holds
     another run, is quarantined (None). The optimizer is rebuilt by its registry name from the config,
     never from the file.
+
+    Another run's checkpoint includes one whose config and hash are this run's but whose optimizer state is not
+    (spliced from two checkpoints, or edited): the state's registry name and constructor arguments (seed, x0 and
+    so the dimension, every parameter, Nevergrad's budget) must equal those of ``fresh``, the optimizer this run
+    builds from its config, before anything is restored (restoring CMA-ES or Nevergrad replays every value told
+    so far: a foreign state of d = 1500 took 40 s to refuse), and the curve must be the one of the optimizer's
+    progress (:func:`_curve_problem`).
     """
     try:
         state = read_state(ckpt, within=runs_dir)
@@ -600,6 +614,10 @@ def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
             raise ValueError(f"not a checkpoint of schema {CHECKPOINT_SCHEMA}")
         if state.get("config_hash") != config.hash or state.get("config") != config.to_dict():
             raise ValueError(f"it holds the checkpoint of another run (config hash {state.get('config_hash')!r})")
+        foreign = optimizer_state_problem(state["optimizer"], fresh.state_dict())
+        if foreign is not None:
+            raise ValueError(f"its optimizer state is not this run's: {foreign} (spliced from another run's "
+                             "checkpoint, or edited)")
         opt = baselines.restore(optimizer, state["optimizer"])  # the class from the config's name, not the file
         if opt.dim != problem.x0.size:
             raise ValueError(f"its optimizer has dimension {opt.dim}, the problem {problem.x0.size}")
@@ -608,6 +626,9 @@ def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
             max_iter = check_int("max_iter", state.get("max_iter", max_iter), minimum=0,
                                  maximum=int(config.budget["max_evals"]))
         curve = Curve.from_state(max_iter, state["curve"])
+        mismatch = _curve_problem(curve, opt)
+        if mismatch is not None:
+            raise ValueError(mismatch)
         stamps = state.get("curve_time_unix_s", [None] * len(curve.columns["nit"]))
         if not (isinstance(stamps, list) and len(stamps) == len(curve.columns["nit"])
                 and all(t is None or isinstance(t, float) for t in stamps)):
@@ -619,6 +640,51 @@ def _resume(ckpt: Path, runs_dir, config: RunConfig, optimizer: str, problem):
         quarantine(ckpt, str(exc) if isinstance(exc, UnusableFile) else f"{type(exc).__name__}: {exc}")
         return None
     return opt, max_iter, curve, stamps, elapsed, resumes, started, tally
+
+
+def optimizer_state_problem(saved, expected: dict) -> str | None:
+    """How the optimizer state ``saved`` (a checkpoint's) differs from ``expected`` (``state_dict()`` of the optimizer
+    the run builds from its config) in the registry name or the constructor arguments, or None where it does not.
+
+    What it names: ``optimizer 'ingo', this run's 'sabo'``; ``seed 5, this run's 7``; ``x0 of shape (40,), this
+    run's (20,)``; up to three arguments. The evolving state is the restorer's to check
+    (:meth:`sabo.protocol.AskTellOptimizer.from_state_dict`); these arguments decide how it continues."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+        return "it has no constructor arguments (a dict 'config')"
+    if saved.get("optimizer") != expected["optimizer"]:
+        return f"saved by optimizer {shown(saved.get('optimizer'))}, this run's {expected['optimizer']!r}"
+    got, want = saved["config"], expected["config"]
+    if set(got) != set(want):
+        return f"constructor arguments {sorted(map(str, got))}, this run's {sorted(want)}"
+    differences = [_difference(key, got[key], want[key]) for key in want if not tree_equal(got[key], want[key])]
+    if not differences:
+        return None
+    more = f" and {len(differences) - 3} more" if len(differences) > 3 else ""
+    return "saved with " + "; ".join(differences[:3]) + more
+
+
+def _difference(key: str, got, want) -> str:
+    """``key``'s saved value ``got`` against the run's ``want``, for :func:`optimizer_state_problem`'s message."""
+    if isinstance(got, np.ndarray) and isinstance(want, np.ndarray):  # x0, sigma0: their numbers would fill the line
+        if got.shape != want.shape:
+            return f"{key} of shape {got.shape}, this run's {want.shape}"
+        if got.dtype.kind == want.dtype.kind:
+            return f"{key} other than this run's in {int(np.sum(got != want))} of {got.size} entries"
+    return f"{key} {one_line(shown(got), 80)}, this run's {one_line(shown(want), 80)}"
+
+
+def _curve_problem(curve: Curve, opt) -> str | None:
+    """Why a checkpoint's ``curve`` cannot be the curve of the restored ``opt``'s run so far, or None.
+
+    The engine adds a point at every grid iteration the optimizer passes and checkpoints only after it: the curve
+    ends at or before the optimizer's iteration and evaluation counts, and its next grid iteration is still ahead
+    (a curve spliced from another point of the run, or cut, would leave points missing or in the future)."""
+    nit, nfev = curve.columns["nit"][-1], curve.columns["nfev"][-1]
+    ahead = curve.grid[curve._next] if curve._next < len(curve.grid) else None
+    if nit > opt.nit or nfev > opt.nfev or (ahead is not None and ahead <= opt.nit):
+        return (f"its curve (last point at iteration {nit}, {nfev} evaluations) is not the curve of its optimizer "
+                f"state (iteration {opt.nit}, {opt.nfev} evaluations)")
+    return None
 
 
 def checkpoint_progress(runs_dir, config: RunConfig) -> float:

@@ -1,13 +1,16 @@
-"""A stop signal while ``sabo-bench`` starts is one line, not a traceback.
+"""A stop signal while ``sabo-bench`` starts, or while it exits, is one line, not a traceback.
 
 Python importing the command's modules (numpy, matplotlib, ...) takes seconds, before
 :func:`replication.cli.main` installs the stop handling of :mod:`replication.stopping`; a Ctrl-C
 then raised ``KeyboardInterrupt`` inside some import: a 20-50 line traceback, exit status -2.
 :mod:`replication.cli` imports this module before anything heavy, and in the program itself
 (``sabo-bench``, ``python -m replication.cli``) it installs, for SIGINT and SIGTERM, a handler
-that says so in one line and exits with 128 + the signal's number, as a stopped command does;
-:func:`done` puts the previous handlers back once ``main`` takes over. Nothing has been written
-by then, so nothing is left half-done. Importing the command line elsewhere (tests, a worker
+that says so in one line and exits with 128 + the signal's number, as a stopped command does.
+``main``'s stop handling replaces it while the command works and puts it back when the work is
+over; :func:`exiting` then changes what it says. Nothing has been written before the work starts,
+and everything is written (or checkpointed) when it ends, so nothing is left half-done either way:
+a Ctrl-C in the ~0.3 s the interpreter takes to shut down after a finished study killed the process
+by SIGINT (exit status -2, no word) before. Importing the command line elsewhere (tests, a worker
 process that re-imports it) installs nothing, and a signal already ignored stays ignored.
 """
 from __future__ import annotations
@@ -17,12 +20,23 @@ import signal
 import sys
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_previous: dict = {}
 
 
-def _stopped_while_starting(signum, frame) -> None:
-    os.write(2, f"stopped by {signal.Signals(signum).name} while starting: nothing was done\n".encode())
+#: What the handler says after "stopped by SIG... while", by phase (:func:`exiting`).
+_SAID = {"starting": "starting: nothing was done",
+         "exiting": "exiting: the command's work was over (what it printed above says how it ended)"}
+_phase = "starting"
+
+
+def _stopped(signum, frame) -> None:
+    os.write(2, f"stopped by {signal.Signals(signum).name} while {_SAID[_phase]}\n".encode())
     os._exit(128 + signum)
+
+
+def exiting() -> None:
+    """The command's work is over (``main`` returns or reports how it ended): a stop signal from now on says so."""
+    global _phase
+    _phase = "exiting"
 
 
 def is_the_program() -> bool:
@@ -37,15 +51,7 @@ def is_the_program() -> bool:
     return len(argv) > 1 and os.path.basename(argv[1]) == "sabo-bench"
 
 
-def done() -> None:
-    """The handlers from before this module's, back (``main`` installs its own next)."""
-    while _previous:
-        signum, handler = _previous.popitem()
-        signal.signal(signum, handler)
-
-
 if is_the_program():
     for _signum in SIGNALS:
-        _handler = signal.getsignal(_signum)
-        if _handler in (signal.SIG_DFL, signal.default_int_handler):
-            _previous[_signum] = signal.signal(_signum, _stopped_while_starting)
+        if signal.getsignal(_signum) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_signum, _stopped)

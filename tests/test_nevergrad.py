@@ -27,7 +27,7 @@ from replication import engine  # noqa: E402
 from replication.config import RunConfig  # noqa: E402
 from replication.errors import UsageError  # noqa: E402
 from replication.params import validate_params  # noqa: E402
-from replication.storage import read_state  # noqa: E402
+from replication.storage import read_state, write_state  # noqa: E402
 from replication.synthetic import study as synthetic  # noqa: E402
 from sabo.state import tree_equal  # noqa: E402
 
@@ -196,7 +196,7 @@ def test_the_engine_passes_the_budget_and_resumes_a_nevergrad_run_identically(tm
 def test_a_saved_budget_beyond_int64_is_refused():
     """A budget read from a state file is checked as a user's is: an integer in [1, int64 max] (10**400 was
     accepted). A budget within that range but other than the run's (600 -> 10**6) is a consistent state of another
-    configuration: only binding the state to the run's config finds it (not done here)."""
+    configuration: the run engine finds it (the next test)."""
     state = drive(baselines.make("nevergrad", x0=np.zeros(4), popsize=6, seed=0, budget=600), 3).state_dict()
     for budget in (10**400, 2**63, 0):
         state["config"]["budget"] = budget
@@ -205,6 +205,24 @@ def test_a_saved_budget_beyond_int64_is_refused():
             Nevergrad.from_state_dict(state)
     state["config"]["budget"] = 2**63 - 1
     assert Nevergrad.from_state_dict(state)._budget == 2**63 - 1
+
+
+def test_a_checkpoint_whose_budget_is_not_the_runs_is_not_resumed(tmp_path, capsys):
+    """The issue's case: a Nevergrad checkpoint whose saved budget was changed from the run's 600 to 10**6 replayed
+    fine (the budget does not change DiagonalCMA's draws) and the run resumed; its optimizer state is bound to the
+    run's config, so it is moved aside and the run computed afresh."""
+    cfg = small_config("nevergrad", dim=4, popsize=6, T=100)
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=30)
+    state = read_state(ckpt)
+    assert state["optimizer"]["config"]["budget"] == 600
+    state["optimizer"]["config"]["budget"] = 10**6
+    write_state(ckpt, state)
+    capsys.readouterr()
+    record = engine.execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 0
+    assert deterministic_part(record) == deterministic_part(engine.execute(cfg, tmp_path / "fresh"))
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "its optimizer state is not this run's: saved with budget 1000000, this run's 600" in line
 
 
 def test_params_yaml_runs_a_member_under_a_label():

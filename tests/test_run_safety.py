@@ -774,3 +774,79 @@ def test_read_bytes_reads_regular_files_within_its_limit_only(tmp_path):
     with pytest.raises(UnusableFile, match=rf"^a symbolic link to {path}, outside {tmp_path / 'inner'}$"):
         read_bytes(tmp_path / "inner" / "link", limit=10, within=tmp_path / "inner")
     assert read_bytes(tmp_path / "inner" / "link", limit=10, within=tmp_path) == b"0123456789"
+
+
+# ---------------------------------------------------------------------------- checkpoints bound to their run
+def spliced(runs, cfg, donor, edit=None):
+    """``cfg``'s checkpoint (its config and hash intact) holding ``donor``'s optimizer state, or its own optimizer state
+    passed through ``edit``: what the issue's probe resumed without a word."""
+    ckpt = checkpoint_of(cfg, runs, iters=30)
+    state = read_state(ckpt)
+    if donor is not None:
+        state["optimizer"] = read_state(checkpoint_of(donor, runs.parent / "donor", iters=30))["optimizer"]
+    if edit is not None:
+        edit(state["optimizer"])
+    write_state(ckpt, state)
+    return ckpt
+
+
+def set_config(key, value):
+    def edit(optimizer_state):
+        optimizer_state["config"][key] = value
+    return edit
+
+
+@pytest.mark.parametrize("case, donor, edit, why", [
+    ("another seed", small_config("sabo", T=60, seed=1), None, r"seed \d+, this run's \d+"),
+    ("another setting", small_config("sabo", T=60, popsize=12), None,
+     "saved with x0 other than this run's in 20 of 20 entries; .*popsize 12, this run's 10"),
+    ("another dimension", small_config("sabo", T=60, dim=40), None, r"x0 of shape \(40,\), this run's \(20,\)"),
+    ("another method", small_config("ingo", T=60), None, "optimizer 'ingo', this run's 'sabo'"),
+    ("an edited lr", None, set_config("lr", {"kind": "constant", "value": 5.0}),
+     r"lr \{'kind': 'constant', 'value': 5.0\}, this run's \{'kind': 'constant', 'value': 0.1\}"),
+])
+def test_a_checkpoint_holding_another_runs_optimizer_state_is_not_resumed(tmp_path, capsys, case, donor, edit, why):
+    """Run A's checkpoint (A's config and hash) with run B's optimizer state, or with A's constructor arguments
+    edited: moved aside in one line naming what differs, and A computed afresh (the same record as an uninterrupted
+    run's; resumed, it differed)."""
+    cfg = small_config("sabo", T=60)
+    runs = tmp_path / "runs"
+    ckpt = spliced(runs, cfg, donor, edit)
+    capsys.readouterr()
+    record = execute(cfg, runs)
+    assert record["provenance"]["resumed"] == 0
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+    [moved] = quarantined_files(runs)
+    assert moved.name.startswith(ckpt.name + QUARANTINE_MARK)
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert str(ckpt) in line and "recomputed" in line
+    assert re.search(f"its optimizer state is not this run's: .*{why}", line), line
+
+
+def test_a_spliced_cmaes_checkpoint_is_refused_before_it_is_replayed(tmp_path, capsys, monkeypatch):
+    """Restoring CMA-ES replays every told value (a d = 1500 splice replayed for 40 s and 687 MB before it was
+    refused): a state saved with other constructor arguments is refused before anything is rebuilt."""
+    import baselines
+
+    cfg = small_config("cmaes", T=60, dim=4)
+    ckpt = spliced(tmp_path / "runs", cfg, small_config("cmaes", T=60, dim=30))
+    monkeypatch.setattr(baselines, "restore", lambda *a, **k: pytest.fail("a foreign state was replayed"))
+    capsys.readouterr()
+    assert execute(cfg, tmp_path / "runs")["provenance"]["resumed"] == 0
+    assert "x0 of shape (30,), this run's (4,)" in capsys.readouterr().err
+    assert not ckpt.exists()
+
+
+def test_a_checkpoint_whose_curve_is_not_its_optimizers_is_not_resumed(tmp_path, capsys):
+    """The curve of an earlier checkpoint of the same run spliced into a later one: resumed, the record would lack
+    the grid points in between and gain one off the grid."""
+    cfg = small_config("ingo", T=80)
+    early = read_state(checkpoint_of(cfg, tmp_path / "early", iters=10))
+    ckpt = checkpoint_of(cfg, tmp_path / "runs", iters=40)
+    write_state(ckpt, {**read_state(ckpt), "curve": early["curve"], "curve_time_unix_s": early["curve_time_unix_s"]})
+    capsys.readouterr()
+    record = execute(cfg, tmp_path / "runs")
+    assert record["provenance"]["resumed"] == 0
+    assert deterministic_part(record) == deterministic_part(execute(cfg, tmp_path / "fresh"))
+    assert ("its curve (last point at iteration 10, 100 evaluations) is not the curve of its optimizer state "
+            "(iteration 40, 400 evaluations)") in capsys.readouterr().err

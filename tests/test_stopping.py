@@ -195,6 +195,39 @@ sys.addaudithook(_hook)
 """
 
 
+#: installed as ``sitecustomize``: when the interpreter shuts down (an exit handler, after ``main`` has returned),
+#: the process sends itself SIGINT, as a Ctrl-C in the ~0.3 s between a finished study's last line and its exit
+CTRL_C_AT_EXIT = """
+import atexit, os, signal
+
+
+def _ctrl_c():
+    os.kill(os.getpid(), signal.SIGINT)
+    sum(range(10**5))  # Python code after the signal: its handler runs here
+
+
+atexit.register(_ctrl_c)
+"""
+
+
+def test_ctrl_c_while_the_command_exits_is_one_line(study, tmp_path):
+    """A finished study interrupted while the interpreter shuts down: exit status -2 (killed by SIGINT), without a
+    word, or a KeyboardInterrupt traceback from an exit handler, before; one line saying the work was over now."""
+    cmd, runs, _ = study
+    cmd = [*(c for c in cmd if c != "ellipsoid"), "--seed", "0"]  # one run
+    site = tmp_path / "interrupt"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CTRL_C_AT_EXIT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+                          start_new_session=True)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line == ("stopped by SIGINT while exiting: the command's work was over (what it printed above says how it "
+                    "ended)")
+    assert len(list(runs.rglob("*.json"))) == 1 and not list(runs.rglob("*.ckpt"))  # the run was recorded
+
+
 @pytest.mark.parametrize("command, where, expected", [
     ("run", "main", "stopped by SIGINT while starting: nothing was done"),
     ("run-one", "main", "stopped by SIGINT while starting: nothing was done"),
