@@ -48,6 +48,7 @@ from replication.claims import (
 from replication.config import RunConfig
 from replication.engine import files_path, provenance_summary, wall_minutes
 from replication.table import records_note
+from sabo.sabo import DEFAULT_LR
 
 from .problem import TARGETS
 from .runs import REPORT_NAME, TABLE_OMITS, configs, suite_methods
@@ -447,8 +448,8 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
     md += ["",
            "Every method starts at COCO's initial solution (the centre of [-5, 5]^d) with "
            f"sigma0 = {p['sigma0']:g} and runs its own defaults: its class's default population size and, for "
-           "SABO, lr = 0.1 and "
-           "rho = 0.05 sqrt(d) (the library's rule, README \"Choosing rho\"); nothing is tuned per function. "
+           f"SABO, lr = {DEFAULT_LR:g} (sabo.sabo.DEFAULT_LR) and "
+           "rho = 0.05 sqrt(d) (the library's rule, docs/sabo/choosing-rho.md); nothing is tuned per function. "
            "One run per instance (COCO's repetitions), no restarts; a run spends as many whole iterations as fit "
            "in the budget (SABO 2N evaluations per iteration, BES N + 1, the others N).", "",
            "COCO's evaluation count equals the engine's in every record: "

@@ -7,8 +7,8 @@ iterations as fit). The setting is the suite (``runs/bbob/<suite>/<method>/``), 
 (COCO's repetitions are instances; the optimizer's seed is derived from the whole config as in
 every study). Every method starts at COCO's initial solution (the centre of [-5, 5]^d) with
 sigma0 = ``bbob.sigma0`` and its own defaults otherwise: the default population size of its class
-(``default_popsize(d)``) and, for SABO, the library's defaults lr = 0.1 and rho = 0.05 sqrt(d)
-(``sabo.DEFAULT_RHO_SCALE``; docs/sabo/choosing-rho.md): no parameter is tuned per function.
+(``default_popsize(d)``) and, for SABO, the library's defaults lr = 0.3 (``sabo.sabo.DEFAULT_LR``) and
+rho = 0.05 sqrt(d) (``sabo.DEFAULT_RHO_SCALE``; docs/sabo/choosing-rho.md): no parameter is tuned per function.
 
 Every run's COCO observer output lands in its own directory next to its record
 (:func:`replication.engine.files_path`); the report assembles one folder per method for
