@@ -173,7 +173,8 @@ class Reasons:
                 or (method not in (ZERO_SHOT, *prof.get("methods", self.p["methods"]))):
             text = (f"not in the active profile `{self.profile}`" +
                     (" (the offline default: a prompt run needs a GPU, `roberta-large` and the six data sets; "
-                     "run the `gpu` profile on such a machine, see docs/studies/prompt-gpu.md)" if not prof["tasks"] else ""))
+                     "run the `gpu` profile on such a machine, see docs/studies/prompt-gpu.md)"
+                     if not prof["tasks"] else ""))
         else:
             text = "in the profile, but no record yet: run `sabo-bench run prompt` (or `dvc repro`)"
         return f"not run {self._mark(text)}"
