@@ -175,6 +175,12 @@ def test_a_killed_worker_is_replaced_and_its_run_resumes_from_its_checkpoint(stu
     assert not list(runs.rglob("*.lock"))
 
 
+def sigint_as_in_a_terminal():
+    """A command started from a terminal gets SIGINT's default action; a background job of a non-interactive shell
+    (e.g. CI started with `&`) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 #: installed as ``sitecustomize`` in a command's Python: at the first import of ``module`` in the process chosen,
 #: it sends SIGINT to the command's process group, as a terminal's Ctrl-C does
 CTRL_C_DURING_IMPORT = """
@@ -220,7 +226,7 @@ def test_ctrl_c_while_the_command_exits_is_one_line(study, tmp_path):
     (site / "sitecustomize.py").write_text(CTRL_C_AT_EXIT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
-                          start_new_session=True)
+                          start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
     assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
     [line] = proc.stderr.splitlines()
     assert line == ("stopped by SIGINT while exiting: the command's work was over (what it printed above says how it "
@@ -248,7 +254,7 @@ def test_ctrl_c_while_the_command_or_a_worker_imports_is_one_line(study, tmp_pat
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "CTRL_C_IN": where, "CTRL_C_AT_IMPORT_OF": "replication.executors"}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
-                          start_new_session=True)
+                          start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
     assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
     [line] = proc.stderr.splitlines()
     assert line.startswith(expected), line
