@@ -43,7 +43,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import multiprocessing  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -388,19 +387,7 @@ def run_grid(args, argv) -> tuple[list[dict], dict]:
     print(f"{len(tasks)} runs ({len(kept)} kept), {args.workers} worker(s)", flush=True)
     t0 = time.perf_counter()
     records = list(kept)
-    if args.workers == 1:
-        results = map(run_one, tasks)
-    else:
-        pool = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn").Pool(args.workers)
-        results = pool.imap_unordered(run_one, tasks)
-    try:
-        for i, rec in enumerate(results, 1):
-            records.append(rec)
-            if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
-                print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
-    finally:
-        if args.workers > 1:
-            pool.terminate()
+    records += rho_study.run_tasks(run_one, tasks, args.workers, t0)
     records.sort(key=lambda r: (r["function"], r["d"], r["lr"], r["seed"]))
     command = " ".join(["python benchmarks/lr_sensitivity.py", *(sys.argv[1:] if argv is None else argv)])
     meta = {"grid_name": args.grid_name,

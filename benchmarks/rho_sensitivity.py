@@ -714,19 +714,7 @@ def run_grid(args) -> tuple[list[dict], dict]:
     print(f"{len(tasks)} runs, {args.workers} worker(s)", flush=True)
     t0 = time.perf_counter()
     records = []
-    if args.workers == 1:
-        results = map(run_one, tasks)
-    else:
-        pool = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn").Pool(args.workers)
-        results = pool.imap_unordered(run_one, tasks)
-    try:
-        for i, rec in enumerate(results, 1):
-            records.append(rec)
-            if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
-                print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
-    finally:
-        if args.workers > 1:
-            pool.terminate()
+    records += run_tasks(run_one, tasks, args.workers, t0)
     wall = time.perf_counter() - t0
     records.sort(key=lambda r: (r["function"], r["d"], r["popsize_rule"], r["lr"], r["method"], r["rho"] or 0.0,
                                 r["seed"]))
@@ -744,6 +732,25 @@ def run_grid(args) -> tuple[list[dict], dict]:
             "ingo_iters_by_d_n": {f"{r['d']},{r['popsize']}": r["ingo_iters"] for r in records},
             "grid": args.blocks, "budget": budget}
     return records, meta
+
+
+def run_tasks(run_one, tasks: list, workers: int, t0: float) -> list:
+    """``run_one`` of every task, on ``workers`` processes (in completion order), with a progress line every 5%."""
+    records = []
+    if workers == 1:
+        results = map(run_one, tasks)
+    else:
+        pool = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn").Pool(workers)
+        results = pool.imap_unordered(run_one, tasks)
+    try:
+        for i, rec in enumerate(results, 1):
+            records.append(rec)
+            if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
+                print(f"  {i}/{len(tasks)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
+    finally:
+        if workers > 1:
+            pool.terminate()
+    return records
 
 
 def main(argv=None) -> dict:

@@ -2,7 +2,9 @@
 benchmark scripts as modules."""
 import importlib.util
 import itertools
+import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +137,13 @@ def readme_filter(profile: str, setting: str, function: str) -> str:
     for value, new in zip(example, (profile, setting, function)):
         query = query.replace(value, f"'{new}'")
     return query
+
+
+def chromium() -> str | None:
+    """Debian's Chromium for the browser tests (Playwright's own download is unreachable): $SABO_BENCH_CHROMIUM, else
+    `chromium` or `chromium-browser` on the PATH; None when there is none."""
+    for candidate in (os.environ.get("SABO_BENCH_CHROMIUM"), shutil.which("chromium"),
+                      shutil.which("chromium-browser")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None

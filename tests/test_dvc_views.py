@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,14 +53,6 @@ def test_no_file_advises_dvc_exp_run_with_set_params():
     assert advice_to_run_experiments("On a GPU machine with access to the Hugging Face hub (or a filled `HF_HOME`): "
                                      "`dvc exp run -S prompt.profile=gpu prompt_report`, or `sabo-bench prepare "
                                      "prompt --profile gpu`.")
-
-
-def chromium() -> str | None:
-    for candidate in (os.environ.get("SABO_BENCH_CHROMIUM"), shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def test_dvc_plots_show_renders_offline(tmp_path):

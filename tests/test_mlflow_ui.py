@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import readme_comparison, readme_filter
+from helpers import chromium, readme_comparison, readme_filter
 
 mlflow = pytest.importorskip("mlflow")  # the replication extra
 sync_api = pytest.importorskip("playwright.sync_api")  # the dev extra
@@ -36,14 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTING, FUNCTION, METHODS = "d200_N100", "ellipsoid", ("sabo", "ingo")
 SERVER_START_S = 150  # `mlflow ui` imports MLflow and opens the database: 20 s on 2 busy cores, 60 s seen at worst
 PAGE_S = 60           # the first load of the UI's JavaScript on a busy machine
-
-
-def chromium() -> str | None:
-    for candidate in (os.environ.get("SABO_BENCH_CHROMIUM"), shutil.which("chromium"),
-                      shutil.which("chromium-browser")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def free_port() -> int:
