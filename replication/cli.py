@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import shlex
 import signal
 import sys
 import time
@@ -668,20 +669,61 @@ def cmd_report(args) -> int:
     return 0
 
 
+#: how long `track` waits for another process's hold on the MLflow store (a starting `mlflow ui` creating its
+#: tables holds it for 20 s or more on a busy machine); the other commands give up after 15 s and go on
+TRACK_TIMEOUT_S = 180.0
+
+
+def run_command(args) -> str:
+    """The `sabo-bench run` command that makes the records of this command's selection."""
+    words = ["sabo-bench", "run", args.study]
+    for option, default in (("profile", None), ("params", "params.yaml"), ("runs_dir", "runs")):
+        value = getattr(args, option, default)
+        if value is not None and value != default:
+            words += [f"--{option.replace('_', '-')}", str(value)]
+    for option in ("setting", "function", "method", "seed", "hash"):
+        if getattr(args, option, None):
+            words += [f"--{option}", *map(str, getattr(args, option))]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def wait_for_ui(ui: str, seconds: float) -> bool:
+    """Whether the MLflow UI at ``ui`` answers (its ``/health``), waiting up to ``seconds`` for it to start."""
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"{ui.rstrip('/')}/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return True
+        except (OSError, ValueError):  # not listening yet, or not a URL it can open
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
 def cmd_track(args) -> int:
     """Log to MLflow every finished record of the selection that MLflow lacks; print the comparison page.
 
     Unlike the other commands, MLflow being unavailable is an error here (exit 2): logging is
-    the whole point. Records that fail to log make it exit 1.
+    the whole point; so is a selection without a single record (the line says which `run` makes
+    them). Records that fail to log make it exit 1. Waiting for another process's hold on the store
+    (a starting `mlflow ui` creates its tables) is bounded by ``SABO_BENCH_TRACKING_TIMEOUT`` if set,
+    else :data:`TRACK_TIMEOUT_S`: this command has nothing else to do.
     """
     params, configs = select(args)
     records = [r for r in (load_record(args.runs_dir, c) for c in configs) if r is not None]
+    if configs and not records:
+        raise UsageError(f"no finished run of the {len(configs)} selected has a record under {args.runs_dir}: "
+                         f"make them first with `{run_command(args)}`")
     from .tracking import tracking_uri
 
     try:
         from .tracking import Tracker
 
-        tracker = Tracker()
+        tracker = Tracker(timeout=None if os.environ.get("SABO_BENCH_TRACKING_TIMEOUT") else TRACK_TIMEOUT_S)
     except Exception as exc:  # one line, whatever MLflow raises
         print(f"error: MLflow is unavailable ({tracking_uri()}: {_reason(exc)}); nothing was logged", file=sys.stderr)
         return 2
@@ -693,8 +735,15 @@ def cmd_track(args) -> int:
           f"there; {len(configs) - len(records)} of the {len(configs)} selected runs have no record yet")
     logger.summarize()
     one = {option: names[0] for option in ("setting", "function") if len(names := getattr(args, option) or []) == 1}
-    url = logger.comparison_url(args.study, ui=args.ui, **one)
+    others = {c.method for c in get_study(args.study).configs(params) if c.setting == one.get("setting", c.setting)
+              and c.problem.get("name") == one.get("function", c.problem.get("name"))}
+    url = logger.comparison_url(args.study, ui=args.ui, methods=args.method, others=sorted(others), **one)
     if url:
+        if args.wait_ui:
+            print(f"waiting up to {args.wait_ui:g} s for the MLflow UI at {args.ui} ...", flush=True)
+        if not wait_for_ui(args.ui, args.wait_ui or 0.0):
+            print(f"no MLflow UI answers at {args.ui}: start it with `mlflow ui --backend-store-uri {tracking_uri()}` "
+                  f"(it can take a minute), then open the link")
         print(f"compare the methods (group runs of profile {profile!r}) in `mlflow ui`: {url}")
     return 1 if logger.failures else 0
 
@@ -791,6 +840,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.add_argument("--ui", default=DEFAULT_UI, metavar="URL",
                    help="where `mlflow ui` serves, for the comparison page's address (default: %(default)s)")
+    p.add_argument("--wait-ui", type=positive_seconds, default=0.0, metavar="SECONDS",
+                   help="wait up to this long for the MLflow UI to answer before printing the link (a UI just "
+                        "started takes up to a minute)")
     p.set_defaults(func=cmd_track)
 
     p = sub.add_parser("status", help="how far each study is (runs recorded, running, partial, pending) and its ETA, "

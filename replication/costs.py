@@ -57,6 +57,12 @@ def _popsize(cls: type, dim: int, popsize) -> int:
                          f"method's parameters in params.yaml") from None
 
 
+def optimizer_popsize(config: RunConfig, dim: int | None) -> int:
+    """The population size a run of ``config`` at dimension ``dim`` uses (:func:`_popsize`); raises
+    ``UsageError`` where it has none and ``ValueError`` where the method is not registered."""
+    return _popsize(optimizer_class(config), dim, config.params.get("popsize"))
+
+
 def run_cost(config: RunConfig, *, dim: int, eval_cost: float = 0.0) -> float:
     """T iterations (``max_iter``, or as many as fit in ``max_evals``: :func:`replication.config.iterations`):
     the optimizer's own work over them (:meth:`~sabo.protocol.AskTellOptimizer.cost_of_iterations`) + its

@@ -1,19 +1,25 @@
 """MLflow tracking of run records: one experiment per study, group runs with their seed runs.
 
     experiment <study>
-      group run    "<setting>/<function>/<method> [<profile>]"          top level: params, aggregates
-        seed run   "<setting>/<function>/<method>/seed<k> [<profile>]"  params, curves, curve.csv
-      setting run  "<setting> [<profile>]"                              top level: the report's figures
+      group run    "<method> · <setting>/<function> [<profile>]"          top level: params, aggregates
+        seed run   "<method> seed<k> · <setting>/<function> [<profile>]"  params, curves, curve.csv
+      setting run  "<setting> [<profile>]"                                top level: the report's figures
 
-Every run carries the tags ``sabo_bench_level`` (``group``, ``seed``, ``setting``),
-``sabo_bench_profile`` and ``sabo_bench_setting``; group and seed runs also
-``sabo_bench_function``, ``sabo_bench_method``, ``sabo_bench_group_hash`` and
-``sabo_bench_step = function evaluations``. A method run on a grid in one profile (the image
-study's learning rates) names the grid point after the method: ``sabo (lr=0.5, rho=100)``
-(:func:`variants`). Seed runs also carry the config hash, the git revision of the record and,
-inside DVC, the stage/experiment. A record is logged once per profile (the key is its config
-hash and the profile): a config shared by two profiles appears under both, so that filtering
-on one profile shows all its runs, and runs of profiles with different budgets never mix.
+Names start with the method: MLflow's tables and chart legends cut long names at the end, and
+the method is what a comparison tells apart. Every run carries the tags ``sabo_bench_level``
+(``group``, ``seed``, ``setting``), ``sabo_bench_profile`` and ``sabo_bench_setting``; group
+and seed runs also ``sabo_bench_function``, ``sabo_bench_method``, ``sabo_bench_group_hash``,
+``sabo_bench_format`` (:data:`FORMAT`) and ``sabo_bench_step = function evaluations``. A method
+run on a grid in one profile (the image study's learning rates) names the grid point after the
+method: ``sabo (lr=0.5, rho=100)`` (:func:`variants`). Seed runs also carry the config hash, the
+record's status (``sabo_bench_status``: ``completed`` or ``diverged``, as the reports count
+them), ``sabo_bench_diverged`` (:func:`decades`), the git revision of the record and, inside DVC,
+the stage/experiment. A record is logged once per profile (the key is its config hash and the
+profile): a config shared by two profiles appears under both, so that filtering on one profile
+shows all its runs, and runs of profiles with different budgets never mix. A seed run logged by
+an earlier sabo-bench (another ``sabo_bench_format``) is replaced when its record is logged again.
+Every experiment is tagged ``mlflow.experimentKind = custom_model_development``: without it MLflow
+3 opens run pages in its GenAI layout.
 
 Why group runs are at the top level: MLflow's runs table nests a child run under its parent
 and, when a filter matches children only, shows their parent collapsed (3.17); the filter
@@ -23,17 +29,24 @@ Times (MLflow's Start and Duration): a seed run starts at the record's ``started
 at its ``finished_utc`` (a resumed run's span includes the time it was interrupted); each curve
 point is stamped with the wall time at which the engine recorded it (``provenance
 ["curve_time_unix_s"]``; records from before it have their curve stamped at ``finished_utc``);
-final values, statistics and ``wall_time_s`` at ``finished_utc``. A group run spans its seed
-runs, from the earliest start to the latest end.
+final values, statistics and ``wall_time_s`` at ``finished_utc``. A group run starts with its
+earliest seed and its Duration is the seeds' summed wall time (the compute the group cost,
+whatever ran in parallel); ``wall_time_s_sum`` and ``wall_time_s_median`` say the same in seconds.
 
 Metrics are logged against ``step = number of function evaluations`` (MLflow calls the axis
-"Step"; the ``sabo_bench_step`` tag and the run and experiment descriptions say so). A group
-run holds, over its seed runs: ``n_seeds``, ``n_diverged``; for every final metric ``final_<m>``
-its ``_mean``, ``_std`` (from two seeds with finite values on), ``_median`` and ``_geomean`` (the geometric
-mean, of non-negative values only) over the seeds where it is finite; and for every curve metric ``<m>`` the median
-curve ``<m>_median`` (:func:`median_curve`). The median and the geometric mean are what a
-comparison can trust: one diverged seed (BES reaches errors of 1e24) decides the arithmetic
-mean alone.
+"Step"; the ``sabo_bench_step`` tag and the run and experiment descriptions say so). Beside each
+error curve (:data:`DECADE_KEYS`) its decades ``<key>_log10`` are logged, clipped
+:data:`CLIP_DECADES` above the run's first value (:func:`decades`): on MLflow's linear axes a
+comparison in decades is readable even when one method blows up (BES reaches errors of 1e132).
+The effective values a config leaves to defaults or schedules are logged too: ``popsize`` and,
+for SABO, ``rho`` at every curve point (its schedule's value at that iteration). A group run
+holds, over its seed runs: ``n_seeds``, ``n_diverged`` (status ``diverged``), ``n_clipped``
+(``sabo_bench_diverged``); for every final metric ``final_<m>`` but the counters ``nfev`` and
+``nit`` (equal in every run of a budget) its ``_mean``, ``_std`` (from two seeds with finite
+values on), ``_median`` and ``_geomean`` (the geometric mean, of non-negative values only) over
+the seeds where it is finite; and for every curve metric ``<m>`` the median curve
+``<m>_median`` (:func:`median_curve`). The median and the geometric mean are what a comparison
+can trust: one diverged seed decides the arithmetic mean alone.
 
 A group run is a function of its seed runs: when a seed run joins, the group run is written
 anew (a new run with the same tags and name; the seed runs move under it, the old one is
@@ -85,18 +98,29 @@ DEFAULT_URI = "sqlite:///mlflow.db"
 DEFAULT_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 TAG = "sabo_bench"
 STEP = "function evaluations"  # what MLflow's "Step" axis counts in every curve logged here
-SEED_NOTE = (f"One run of one seed. Curves (`error`, `f_best`, ...) are logged against Step = {STEP}; "
-             "`curve.csv` holds them with the iterations (`nit`) too.")
-GROUP_NOTE = (f"The seed runs under this run, aggregated: `<m>_median` curves against Step = {STEP}; "
-              "`final_<m>_median`, `_geomean`, `_mean`, `_std` (two finite seeds or more) over seeds; `n_seeds`, "
-              "`n_diverged`.")
-EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table
+FORMAT = "2"  # the layout of the runs logged here: 2 added decades, effective values and method-first names
+#: the curves whose decades are logged beside them (``error_log10``): distances to the optimum
+DECADE_KEYS = ("error", "precision")
+#: how far above its first value a run's decades are drawn; beyond, the run has blown up (BES)
+CLIP_DECADES = 3.0
+#: final values that are counters equal in every run of one budget: logged per seed, not aggregated
+COUNTERS = ("final_nfev", "final_nit")
+SEED_NOTE = (f"One run of one seed. Curves (`error`, `error_log10`, `f_best`, ...) are logged against Step = "
+             f"{STEP}; `curve.csv` holds them with the iterations (`nit`) too. `error_log10` is clipped "
+             f"{CLIP_DECADES:g} decades above its first value (tag `sabo_bench_diverged`).")
+GROUP_NOTE = (f"The seed runs under this run, aggregated: `<m>_median` curves against Step = {STEP} "
+              "(`error_log10_median`: the median error in decades); `final_<m>_median`, `_geomean`, `_mean`, "
+              "`_std` (two finite seeds or more) over seeds; `n_seeds`, `n_diverged`, `n_clipped`; Duration and "
+              "`wall_time_s_sum`: the seeds' summed wall time.")
+EXPERIMENT_TAGS = {  # the description MLflow shows above the runs table, and the page layout it picks
+    "mlflow.experimentKind": "custom_model_development",  # else MLflow 3 opens runs in its GenAI layout
     "mlflow.note.content": (
         f"Step = number of {STEP} in every curve of these runs. Compare methods: filter "
         "`tags.sabo_bench_level = 'group' and tags.sabo_bench_profile = '<profile>' and "
         "tags.sabo_bench_setting = '<setting>' and tags.sabo_bench_function = '<function>'`, sort by "
-        "`final_error_median`, open the chart view (`sabo-bench track <study> --profile <profile> --setting "
-        "<setting> --function <function>` prints the link)."),
+        "`final_error_median`, open the chart view: `error_log10_median` is the median error in decades "
+        "(`sabo-bench track <study> --profile <profile> --setting <setting> --function <function> --method sabo "
+        "ingo` prints the link, with only those methods)."),
 }
 DEFAULT_TIMEOUT_S = 15.0     # waiting for another process's lock on a SQLite store, or for a server
 #: the libraries MLflow's calls go through (its stores: SQLAlchemy, alembic's migrations; a server: urllib3's
@@ -257,7 +281,6 @@ def _wait_for_writers(db: Path, deadline: float) -> None:
 class Tracker:
     """Logs records and report artifacts to MLflow (imported lazily: it is slow to import)."""
 
-    @_quiet
     def __init__(self, uri: str | None = None, *, timeout: float | None = None):
         """Connect to the tracking store; raises (never hangs) if it is unusable.
 
@@ -265,8 +288,13 @@ class Tracker:
         connection waits for (module docstring): another process's lock on a SQLite store, the
         whole connection to any other store. Creating or opening a SQLite store is not bounded.
         """
-        from mlflow.tracking import MlflowClient  # slow import: outside the deadline
+        # slow import: outside the deadline; and before quieting, as importing MLflow sets its loggers' levels
+        from mlflow.tracking import MlflowClient
 
+        self._open(uri, timeout, MlflowClient)
+
+    @_quiet
+    def _open(self, uri: str | None, timeout: float | None, MlflowClient) -> None:  # noqa: N803 (a class)
         self.uri = uri or tracking_uri()
         self.timeout = connect_timeout() if timeout is None else float(timeout)
         self._lock_file = None
@@ -370,51 +398,69 @@ class Tracker:
     def is_logged(self, record: dict, *, profile: str) -> bool:
         exp = self.client.get_experiment_by_name(record["config"]["study"])
         return exp is not None and bool(self._find(exp.experiment_id, level="seed", profile=profile,
-                                                   config_hash=record["config_hash"]))
+                                                   config_hash=record["config_hash"], format=FORMAT))
 
     @_quiet
     def log_record(self, record: dict, *, profile: str, variant: str = "") -> bool:
         """Log one run record of ``profile``; returns False if it was logged under that profile already.
 
         ``variant`` names the grid point of the method when the profile runs it on a grid
-        (:func:`variants`), so that run names stay unique.
+        (:func:`variants`), so that run names stay unique. A seed run of the record in an earlier
+        :data:`FORMAT` is deleted and the record logged anew.
         """
         from mlflow.entities import Metric, Param
 
         config = RunConfig.from_dict(record["config"])
         with self._locked():
             exp_id = self._experiment_id(config.study)
-            if self._find(exp_id, level="seed", profile=profile, config_hash=record["config_hash"]):
+            logged = self._find(exp_id, level="seed", profile=profile, config_hash=record["config_hash"])
+            if any(r.data.tags.get(f"{TAG}_format") == FORMAT for r in logged):
                 return False
+            for old in logged:
+                self.client.delete_run(old.info.run_id)
             group_tags = _group_tags(config, profile)
             group_name, seed_name = _names(config, profile, variant)
             start, end = _record_span(record)
-            tags = {**group_tags, f"{TAG}_level": "seed", f"{TAG}_config_hash": record["config_hash"],
-                    f"{TAG}_status": record["result"]["status"], "mlflow.note.content": SEED_NOTE,
-                    "git_revision": str(record["provenance"].get("git_revision"))}
+            curve = {**record["result"]["curve"]}
+            clipped = False
+            for key in DECADE_KEYS:
+                if key in curve:
+                    curve[f"{key}_log10"], over = decades(curve[key])
+                    clipped |= over
+            rho = effective_rho(config, curve["nit"])
+            if rho is not None:
+                curve["rho"] = rho
+            status = record["result"]["status"]
+            tags = {**group_tags, f"{TAG}_level": "seed", f"{TAG}_format": FORMAT,
+                    f"{TAG}_config_hash": record["config_hash"], f"{TAG}_status": status,
+                    f"{TAG}_diverged": str(status == "diverged" or clipped).lower(),
+                    "mlflow.note.content": SEED_NOTE, "git_revision": str(record["provenance"].get("git_revision"))}
             for env, tag in (("DVC_STAGE", "dvc_stage"), ("DVC_EXP_NAME", "dvc_exp_name"),
                              ("DVC_EXP_BASELINE_REV", "dvc_exp_baseline_rev")):
                 if os.environ.get(env):
                     tags[tag] = os.environ[env]
             run_id = self.client.create_run(exp_id, start_time=start, tags=tags, run_name=seed_name).info.run_id
-            curve = record["result"]["curve"]
             stamps = _curve_stamps(record, end)
             metrics = [Metric(key, float(value), stamp, int(step))
                        for key in curve if key != "nfev"
                        for value, step, stamp in zip(curve[key], curve["nfev"], stamps) if _finite(value)]
-            metrics += [Metric(f"final_{k}", float(v), end, 0)
-                        for k, v in record["result"]["final"].items() if _finite(v)]
-            metrics += [Metric(f"final_eval_{k}", float(v), end, 0)
-                        for k, v in record["result"].get("final_evaluation", {}).items() if _finite(v)]
-            metrics += [Metric("wall_time_s", float(record["provenance"]["wall_time_s"]), end, 0)]
-            metrics += [Metric(f"stats_{k}", float(v), end, 0)
-                        for k, v in record["result"]["stats"].items() if _finite(v)]
+            finals = {f"final_{k}": v for k, v in record["result"]["final"].items()}
+            for key in DECADE_KEYS:  # the last point of the decades curve: clipped as it is
+                if key in record["result"]["final"] and curve[f"{key}_log10"]:
+                    finals[f"final_{key}_log10"] = curve[f"{key}_log10"][-1]
+            finals |= {f"final_eval_{k}": v for k, v in record["result"].get("final_evaluation", {}).items()}
+            finals["wall_time_s"] = record["provenance"]["wall_time_s"]
+            popsize = effective_popsize(config)
+            if popsize is not None:
+                finals["popsize"] = popsize
+            finals |= {f"stats_{k}": v for k, v in record["result"]["stats"].items()}
+            metrics += [Metric(k, float(v), end, 0) for k, v in finals.items() if _finite(v)]
             params = flatten("", {k: v for k, v in config.to_dict().items() if k != "seed"}, {})
             all_params = [Param(k, str(v)[:6000]) for k, v in {**params, "seed": config.seed}.items()]
             self._log_batches(run_id, metrics, all_params)
-            self._log_curve_artifact(run_id, curve)
-            self.client.set_terminated(run_id, end_time=end,
-                                       status="FINISHED" if record["result"]["status"] == "completed" else "FAILED")
+            self._log_curve_artifact(run_id, record["result"]["curve"])
+            # a diverged run finished what it was asked: its status is a result (tags), not a failure of the run
+            self.client.set_terminated(run_id, end_time=end, status="FINISHED")
             self._rewrite_group(exp_id, group_tags, group_name, params, [k for k in curve if k not in ("nit", "nfev")])
             return True
 
@@ -438,16 +484,22 @@ class Tracker:
         from mlflow.entities import Metric, Param
 
         old = self._search(exp_id, {**group_tags, f"{TAG}_level": "group"})
-        seeds = self._search(exp_id, {**group_tags, f"{TAG}_level": "seed"})
+        seeds = self._search(exp_id, {**group_tags, f"{TAG}_level": "seed", f"{TAG}_format": FORMAT})
         start = min(r.info.start_time for r in seeds)
-        end = max(r.info.end_time for r in seeds)
+        wall = [r.data.metrics.get("wall_time_s", 0.0) for r in seeds]
+        end = start + round(1000 * sum(wall))  # Duration: the seeds' summed wall time
         metrics = [Metric("n_seeds", float(len(seeds)), end, 0),
                    Metric("n_diverged", float(sum(r.data.tags.get(f"{TAG}_status") == "diverged" for r in seeds)),
-                          end, 0)]
+                          end, 0),
+                   Metric("n_clipped", float(sum(r.data.tags.get(f"{TAG}_diverged") == "true" for r in seeds)), end, 0),
+                   Metric("wall_time_s_sum", float(sum(wall)), end, 0),
+                   Metric("wall_time_s_median", float(np.median(wall)), end, 0)]
+        if all("popsize" in r.data.metrics for r in seeds):
+            metrics.append(Metric("popsize", float(np.median([r.data.metrics["popsize"] for r in seeds])), end, 0))
         finals: dict[str, list[float]] = {}
         for seed in seeds:
             for key, value in seed.data.metrics.items():
-                if key.startswith("final_"):
+                if key.startswith("final_") and key not in COUNTERS:
                     finals.setdefault(key, []).append(value)
         for key, values in sorted(finals.items()):
             metrics += [Metric(f"{key}_{stat}", v, end, 0) for stat, v in aggregate(values).items()]
@@ -459,7 +511,7 @@ class Tracker:
                          for r in seeds]
             metrics += [Metric(f"{key}_median", value, stamp, step)
                         for step, (value, stamp) in median_curve(histories).items()]
-        tags = {**group_tags, f"{TAG}_level": "group", "mlflow.note.content": GROUP_NOTE}
+        tags = {**group_tags, f"{TAG}_level": "group", f"{TAG}_format": FORMAT, "mlflow.note.content": GROUP_NOTE}
         group_id = self.client.create_run(exp_id, start_time=start, tags=tags, run_name=name).info.run_id
         self._log_batches(group_id, metrics, [Param(k, str(v)[:6000]) for k, v in params.items()])
         self.client.set_terminated(group_id, end_time=end)
@@ -486,21 +538,38 @@ class Tracker:
 
     @_quiet
     def comparison_url(self, study: str, profile: str, *, setting: str | None = None, function: str | None = None,
-                       ui: str = DEFAULT_UI) -> str | None:
+                       methods: list[str] | None = None, others: list[str] = (), ui: str = DEFAULT_UI) -> str | None:
         """The MLflow UI page comparing the methods: the group runs of ``profile`` (one setting and
-        function if given), as charts (``<m>_median`` per method against evaluations), sorted by
-        ``final_error_median`` where the runs have it; None if ``study`` has no experiment."""
+        function if given; only ``methods`` if given), as charts (``<m>_median`` per method against
+        evaluations), sorted by ``final_error_median`` where the runs have it; None if ``study`` has
+        no experiment.
+
+        MLflow's filters have no OR and no IN for tags: ``methods`` is selected by excluding, one
+        ``!=`` clause each in sorted order, the ``others`` (the profile's other methods, logged or
+        not yet, so that the filter is the same whatever was logged) and any other method the
+        experiment holds there (:func:`comparison_filter`).
+        """
         exp = self.client.get_experiment_by_name(study)
         if exp is None:
             return None
         tags = {"level": "group", "profile": profile, "setting": setting, "function": function}
         query = " and ".join(_tag_clause(f"{TAG}_{k}", v) for k, v in tags.items() if v is not None)
+        if methods:
+            present = {r.data.tags.get(f"{TAG}_method") for r in self._search(
+                exp.experiment_id, {f"{TAG}_{k}": v for k, v in tags.items() if v is not None})}
+            query = comparison_filter(query, sorted((present | set(others)) - set(methods) - {None}))
         state = {"workflowType": "machine_learning", "compareRunsMode": "CHART", "searchFilter": query}
         sample = self.client.search_runs([exp.experiment_id], filter_string=query, max_results=1)
         if sample and "final_error_median" in sample[0].data.metrics:
             state |= {"orderByKey": "metrics.`final_error_median`", "orderByAsc": "true"}
         query_string = urllib.parse.urlencode(state, quote_via=urllib.parse.quote)
         return f"{ui.rstrip('/')}/#/experiments/{exp.experiment_id}/runs?{query_string}"
+
+
+def comparison_filter(query: str, excluded: list[str]) -> str:
+    """``query`` and one ``tags.sabo_bench_method != '<m>'`` clause per excluded method."""
+    return " and ".join([query, *(f"tags.{TAG}_method != '{m}'" for m in excluded
+                                  if not any(c in m for c in _UNQUOTABLE))])
 
 
 # ---------------------------------------------------------------------- names, times, aggregates
@@ -512,10 +581,66 @@ def _group_tags(config: RunConfig, profile: str) -> dict:
 
 
 def _names(config: RunConfig, profile: str, variant: str) -> tuple[str, str]:
-    """The names of the group run and of the seed run of ``config``."""
+    """The names of the group run and of the seed run of ``config``: the method first (module docstring)."""
     method = f"{config.method} ({variant})" if variant else config.method
-    path = f"{config.setting}/{config.problem.get('name', 'problem')}/{method}"
-    return f"{path} [{profile}]", f"{path}/seed{config.seed} [{profile}]"
+    where = f"{config.setting}/{config.problem.get('name', 'problem')} [{profile}]"
+    return f"{method} · {where}", f"{method} seed{config.seed} · {where}"
+
+
+def decades(values) -> tuple[list[float], bool]:
+    """``(log10 of values, whether any was clipped)``: each value's decade, at most :data:`CLIP_DECADES`
+    above the decade of the first positive finite value.
+
+    An error that overflowed (inf, the end of a diverged run) is drawn at the ceiling; zero has no
+    decade and a NaN no value: both are left to MLflow as missing (``nan``, not logged).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.where(v > 0, np.log10(np.where(v > 0, v, 1.0)), np.nan)
+    logs[np.isposinf(v)] = np.inf
+    finite = logs[np.isfinite(logs)]
+    if finite.size == 0:
+        return [float(x) for x in np.where(np.isposinf(logs), np.nan, logs)], False
+    ceiling = finite[0] + CLIP_DECADES
+    over = logs > ceiling
+    return [float(x) for x in np.where(over, ceiling, logs)], bool(over.any())
+
+
+def effective_popsize(config: RunConfig) -> int | None:
+    """The population size the run used: ``params.popsize``, else its class's default at the problem's
+    ``dim``; None where neither is known here (a method not installed, a problem without ``dim``)."""
+    from .costs import optimizer_popsize
+    from .errors import UsageError
+
+    if config.params.get("popsize") is None and config.problem.get("dim") is None:
+        return None
+    try:
+        return optimizer_popsize(config, config.problem.get("dim"))
+    except (ValueError, UsageError):
+        return None
+
+
+def effective_rho(config: RunConfig, nits) -> list[float] | None:
+    """SABO's rho_t at each iteration ``nits`` from its config (the schedule, or the default
+    0.05 sqrt(d)); None for other methods, or where the default needs a ``dim`` the problem lacks."""
+    from sabo import SABO
+    from sabo.sabo import DEFAULT_RHO_SCALE
+    from sabo.schedules import as_schedule
+
+    from .costs import optimizer_class
+
+    try:
+        if not issubclass(optimizer_class(config), SABO):
+            return None
+    except ValueError:  # a plug-in that is not installed here
+        return None
+    rho = config.params.get("rho")
+    if rho is None:
+        if config.problem.get("dim") is None:
+            return None
+        rho = DEFAULT_RHO_SCALE * float(np.sqrt(config.problem["dim"]))
+    schedule = as_schedule("rho", rho)
+    return [float(schedule(int(t))) for t in nits]
 
 
 def variants(configs) -> dict[str, str]:

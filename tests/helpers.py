@@ -4,6 +4,7 @@ import importlib.util
 import itertools
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -127,6 +128,22 @@ def readme_comparison() -> tuple[str, str]:
     [command] = re.findall(r"`(sabo-bench track \S+ --profile [^`]+)`", section)
     [query] = [line for line in section.splitlines() if line.startswith("tags.sabo_bench_level")]
     return command, query
+
+
+def mlflow_steps() -> tuple[str, str, str]:
+    """docs/mlflow.md's comparison steps in order: its `sabo-bench run`, `mlflow ui` and `sabo-bench track`."""
+    section = MLFLOW_PAGE.read_text()
+    [run] = re.findall(r"`(sabo-bench run \S+ --profile [^`]+)`", section)
+    [ui] = re.findall(r"`(mlflow ui [^`]+)`", section)
+    return run, ui, readme_comparison()[0]
+
+
+def for_selection(command: str, **values) -> list[str]:
+    """The words of a documented command with the values of its options replaced (``profile="ci"``...)."""
+    words = shlex.split(command)
+    for option, value in values.items():
+        words[words.index(f"--{option}") + 1] = value
+    return words
 
 
 def readme_filter(profile: str, setting: str, function: str) -> str:

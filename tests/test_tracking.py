@@ -9,6 +9,8 @@ import logging
 import math
 import multiprocessing
 import shutil
+import socket
+import time
 import urllib.parse
 from datetime import datetime
 
@@ -19,7 +21,9 @@ from helpers import readme_filter, small_config, tiny_params
 from replication.engine import execute
 
 mlflow = pytest.importorskip("mlflow")  # part of the replication extra, installed by .ci/run
-from replication.tracking import Tracker, aggregate, median_curve, variants  # noqa: E402
+from replication.tracking import Tracker, aggregate, decades, median_curve, variants  # noqa: E402
+from sabo import SABO  # noqa: E402
+from sabo.sabo import DEFAULT_RHO_SCALE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +60,17 @@ def test_a_new_store_is_not_announced_inside_the_progress_bar(tmp_path, capfd):
     """MLflow printed "INFO ... Creating initial MLflow database tables" (and alembic its migrations) on stderr."""
     Tracker(f"sqlite:///{tmp_path / 'fresh.db'}")
     assert "INFO" not in capfd.readouterr().err
+
+
+def test_a_new_store_is_not_announced_by_a_process_that_had_not_imported_mlflow(tmp_path):
+    """Importing MLflow sets its loggers' levels: the first Tracker of a command must still be quiet."""
+    import subprocess
+    import sys
+
+    code = f"from replication.tracking import Tracker; Tracker('sqlite:///{tmp_path / 'first.db'}')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and (tmp_path / "first.db").exists(), done.stderr
+    assert "INFO" not in done.stderr and "database tables" not in done.stderr, done.stderr
 
 
 def test_records_are_logged_as_group_runs_with_their_seed_runs(tmp_path, uri):
@@ -105,9 +120,9 @@ def test_profiles_with_different_budgets_never_collide(tmp_path, uri):
     assert len(groups) == 4 and len(seeds) == 8
     names = [r.info.run_name for r in groups + seeds]
     assert len(set(names)) == len(names)
-    assert {g.info.run_name for g in groups} == {f"d20_N10/ellipsoid/{m} [{p}]" for m in ("sabo", "ingo")
+    assert {g.info.run_name for g in groups} == {f"{m} · d20_N10/ellipsoid [{p}]" for m in ("sabo", "ingo")
                                                  for p in budgets}
-    assert "d20_N10/ellipsoid/sabo/seed1 [ci]" in names
+    assert "sabo seed1 · d20_N10/ellipsoid [ci]" in names
     for run in groups + seeds:
         tags, params = run.data.tags, run.data.params
         assert (tags["sabo_bench_setting"], tags["sabo_bench_function"]) == ("d20_N10", "ellipsoid")
@@ -148,10 +163,10 @@ def test_grid_points_get_distinct_group_runs_through_the_command_line(tmp_path, 
     for c in configs:
         assert logger(execute(c, tmp_path / "runs")) is True
     levels = levels_of(tracker)
-    assert sorted(g.info.run_name for g in levels["group"]) == ["d20_N10/ellipsoid/ingo (lr=0.1) [grid]",
-                                                                "d20_N10/ellipsoid/ingo (lr=0.5) [grid]"]
-    assert sorted(s.info.run_name for s in levels["seed"]) == ["d20_N10/ellipsoid/ingo (lr=0.1)/seed0 [grid]",
-                                                               "d20_N10/ellipsoid/ingo (lr=0.5)/seed0 [grid]"]
+    assert sorted(g.info.run_name for g in levels["group"]) == ["ingo (lr=0.1) · d20_N10/ellipsoid [grid]",
+                                                                "ingo (lr=0.5) · d20_N10/ellipsoid [grid]"]
+    assert sorted(s.info.run_name for s in levels["seed"]) == ["ingo (lr=0.1) seed0 · d20_N10/ellipsoid [grid]",
+                                                               "ingo (lr=0.5) seed0 · d20_N10/ellipsoid [grid]"]
 
 
 # ---------------------------------------------------------------------- item 2: wall times
@@ -180,8 +195,12 @@ def test_runs_start_and_end_at_the_records_wall_times(tmp_path, uri):
         final = client.get_metric_history(run.info.run_id, "final_error")
         assert [m.timestamp for m in final] == [run.info.end_time]
     [group] = levels["group"]
+    walls = [r["provenance"]["wall_time_s"] for r in recs]
+    # a group's Duration is its seeds' summed compute, not the span they happened to run in
     assert group.info.start_time == min(s.info.start_time for s in levels["seed"])
-    assert group.info.end_time == max(s.info.end_time for s in levels["seed"])
+    assert group.info.end_time - group.info.start_time == round(1000 * sum(walls))
+    assert group.data.metrics["wall_time_s_sum"] == pytest.approx(sum(walls))
+    assert group.data.metrics["wall_time_s_median"] == pytest.approx(np.median(walls))
 
 
 def test_records_without_point_times_stamp_their_curve_at_the_end(tmp_path, uri):
@@ -250,6 +269,82 @@ def test_group_runs_log_median_geomean_and_the_median_error_curve(tmp_path, uri)
     assert {"f_best_median", "f_mean_median"} <= set(group.data.metrics) and "nit_median" not in group.data.metrics
 
 
+def test_decades_are_clipped_three_above_the_start_and_flag_the_run():
+    start = 10.0 ** 1.5
+    logs, clipped = decades([start, 1.0, 1e-3, 0.0, float("nan")])
+    assert not clipped and logs[:3] == pytest.approx([1.5, 0.0, -3.0]) and all(math.isnan(x) for x in logs[3:])
+    logs, clipped = decades([start, 1e4, 1e132, float("inf")])  # BES climbing, then overflowing
+    assert clipped and logs == pytest.approx([1.5, 4.0, 4.5, 4.5])
+    assert decades([0.0, float("nan")])[1] is False
+
+
+def test_a_blown_up_run_is_finished_flagged_and_drawn_at_the_ceiling(tmp_path, uri):
+    """Diverged and blown-up runs are results: FINISHED in MLflow, tagged, their decades clipped (not FAILED)."""
+    tracker = Tracker(uri)
+    recs = records(tmp_path, n_seeds=3, methods=("ingo",), T=40)
+    first = recs[1]["result"]["curve"]["error"][0]  # where the blown-up run started: its ceiling is 3 decades up
+    recs[1]["result"]["curve"]["error"][-5:] = [1e132] * 5  # climbs far above its start, as BES does
+    recs[1]["result"]["final"]["error"] = 1e132
+    recs[2]["result"]["status"] = "diverged"
+    for r in recs:
+        assert tracker.log_record(r, profile="ci")
+    levels = levels_of(tracker)
+    seeds = {s.data.tags["sabo_bench_config_hash"]: s for s in levels["seed"]}
+    assert {s.info.status for s in seeds.values()} == {"FINISHED"}
+    flags = [seeds[r["config_hash"]].data.tags["sabo_bench_diverged"] for r in recs]
+    assert flags == ["false", "true", "true"]
+    assert [seeds[r["config_hash"]].data.tags["sabo_bench_status"] for r in recs] == ["completed", "completed",
+                                                                                      "diverged"]
+    blown = seeds[recs[1]["config_hash"]]
+    history = tracker.client.get_metric_history(blown.info.run_id, "error_log10")
+    assert history[-1].value == pytest.approx(np.log10(first) + 3) and blown.data.metrics["error"] == 1e132
+    assert blown.data.metrics["final_error_log10"] == pytest.approx(np.log10(first) + 3)
+    [group] = levels["group"]
+    assert (group.data.metrics["n_diverged"], group.data.metrics["n_clipped"]) == (1, 2)
+    assert group.data.metrics["final_error_log10_median"] == pytest.approx(
+        np.median([np.log10(recs[0]["result"]["final"]["error"]), np.log10(first) + 3,
+                   np.log10(recs[2]["result"]["final"]["error"])]))
+
+
+def test_effective_popsize_and_rho_are_logged_and_counters_not_aggregated(tmp_path, uri):
+    """The values a config leaves to defaults or schedules are logged as the run used them."""
+    tracker = Tracker(uri)
+    T = 30
+    default_rho = execute(small_config("sabo", T=T, seed=0, popsize=None, rho=None), tmp_path / "runs")
+    scheduled = execute(small_config("sabo", T=T, seed=0, rho={"kind": "inv_sqrt", "scale": 4.0}), tmp_path / "runs")
+    for r in (default_rho, scheduled):
+        assert tracker.log_record(r, profile="ci")
+    seeds = {s.data.tags["sabo_bench_config_hash"]: s for s in levels_of(tracker)["seed"]}
+    run = seeds[default_rho["config_hash"]]
+    assert run.data.metrics["popsize"] == SABO.default_popsize(20)  # popsize=None: the class default at d = 20
+    rho = tracker.client.get_metric_history(run.info.run_id, "rho")
+    assert [h.value for h in rho] == pytest.approx([DEFAULT_RHO_SCALE * np.sqrt(20)] * len(rho)) and rho
+    run = seeds[scheduled["config_hash"]]
+    rho = tracker.client.get_metric_history(run.info.run_id, "rho")
+    nit = scheduled["result"]["curve"]["nit"]
+    assert [h.value for h in rho] == pytest.approx([4.0 / np.sqrt(t + 1.0) for t in nit])  # rho_t, not rho_0
+    assert run.data.metrics["popsize"] == 10
+    for group in levels_of(tracker)["group"]:
+        assert not any(k.startswith(("final_nfev", "final_nit")) for k in group.data.metrics)
+        assert "popsize" in group.data.metrics and "rho_median" in group.data.metrics
+
+
+def test_records_logged_by_an_earlier_sabo_bench_are_logged_again_in_the_new_form(tmp_path, uri, monkeypatch):
+    import replication.tracking as tracking
+
+    tracker = Tracker(uri)
+    recs = records(tmp_path, n_seeds=2, methods=("ingo",))
+    monkeypatch.setattr(tracking, "FORMAT", "1")
+    assert tracker.log_record(recs[0], profile="ci")
+    monkeypatch.undo()
+    assert not tracker.is_logged(recs[0], profile="ci")
+    assert all(tracker.log_record(r, profile="ci") for r in recs)
+    levels = levels_of(tracker)
+    assert len(levels["seed"]) == 2 and {s.data.tags["sabo_bench_format"] for s in levels["seed"]} == {tracking.FORMAT}
+    [group] = levels["group"]
+    assert group.data.metrics["n_seeds"] == 2
+
+
 def test_diverged_runs_with_huge_errors_are_logged(tmp_path, uri):
     """BES reaches errors near 1e300; aggregating them over seeds must not overflow."""
     tracker = Tracker(uri)
@@ -264,11 +359,13 @@ def test_diverged_runs_with_huge_errors_are_logged(tmp_path, uri):
 # ---------------------------------------------------------------------- item 4: the comparison docs/mlflow.md documents
 def test_the_comparison_filter_lands_on_the_group_runs_and_names_the_step_axis(tmp_path, uri):
     tracker = Tracker(uri)
-    for r in records(tmp_path, n_seeds=2, methods=("sabo", "ingo")):
+    for r in records(tmp_path, n_seeds=2, methods=("sabo", "ingo", "bes")):
         tracker.log_record(r, profile="ci")
     for r in records(tmp_path, n_seeds=1, methods=("sabo",), T=20):
         tracker.log_record(r, profile="quick")
-    url = tracker.comparison_url("synthetic", "ci", setting="d20_N10", function="ellipsoid", ui="http://h:1")
+    # SABO against INGO: BES is in the store, CMA-ES and MMES only in the profile (not logged yet)
+    url = tracker.comparison_url("synthetic", "ci", setting="d20_N10", function="ellipsoid", methods=["sabo", "ingo"],
+                                 others=["cmaes", "mmes"], ui="http://h:1")
     exp = tracker.client.get_experiment_by_name("synthetic")
     assert url.startswith(f"http://h:1/#/experiments/{exp.experiment_id}/runs?")
     state = urllib.parse.parse_qs(url.split("?", 1)[1])
@@ -277,12 +374,15 @@ def test_the_comparison_filter_lands_on_the_group_runs_and_names_the_step_axis(t
     [query] = state["searchFilter"]
     assert query == readme_filter("ci", "d20_N10", "ellipsoid")  # the filter docs/mlflow.md documents
     hits = tracker.client.search_runs([exp.experiment_id], query)
-    assert sorted(r.info.run_name for r in hits) == ["d20_N10/ellipsoid/ingo [ci]", "d20_N10/ellipsoid/sabo [ci]"]
+    assert sorted(r.info.run_name for r in hits) == ["ingo · d20_N10/ellipsoid [ci]", "sabo · d20_N10/ellipsoid [ci]"]
     assert all("mlflow.parentRunId" not in r.data.tags for r in hits)  # top-level: the table lists them as rows
     for run in hits + levels_of(tracker)["seed"]:
         assert run.data.tags["sabo_bench_step"] == "function evaluations"
         assert "Step = function evaluations" in run.data.tags["mlflow.note.content"]
     assert exp.tags["mlflow.note.content"].startswith("Step = number of function evaluations")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # MLflow 3's training layout, not GenAI
+    every = urllib.parse.parse_qs(tracker.comparison_url("synthetic", "ci", setting="d20_N10").split("?", 1)[1])
+    assert len(tracker.client.search_runs([exp.experiment_id], every["searchFilter"][0])) == 3  # no --method: all
     assert tracker.comparison_url("image", "ci") is None
 
 
@@ -366,6 +466,35 @@ def test_corrupt_database_is_one_warning_and_track_logs_later(cli, tmp_path, mon
     assert len(seeds) == 2
 
 
+def test_track_without_records_says_which_run_makes_them(cli, uri, monkeypatch, capsys):
+    """A fresh clone's first `track` (docs/mlflow.md's steps out of order): one line naming the `run` to start."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    rc, out, err = cli("track", "--method", "ingo", "--function", "ellipsoid", capsys=capsys)
+    assert rc == 2 and out == ""
+    assert err.strip() == ("error: no finished run of the 2 selected has a record under runs: make them first with "
+                           "`sabo-bench run synthetic --function ellipsoid --method ingo`")
+    rc, _, err = cli("run", "--method", "ingo", "--function", "ellipsoid", "--quiet", capsys=capsys)  # as it says
+    assert rc == 0, err
+    rc, out, _ = cli("track", "--method", "ingo", "--function", "ellipsoid", capsys=capsys)
+    assert rc == 0 and "0 records logged" in out and "2 already there" in out
+
+
+def test_track_waits_for_the_ui_and_says_how_to_start_it(cli, uri, monkeypatch, capsys):
+    from replication.cli import wait_for_ui
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert cli("run", "--method", "ingo", "--quiet", capsys=capsys)[0] == 0
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        nothing = f"http://127.0.0.1:{s.getsockname()[1]}"
+    started = time.monotonic()
+    rc, out, _ = cli("track", "--ui", nothing, "--wait-ui", "1.5", capsys=capsys)
+    assert rc == 0 and time.monotonic() - started >= 1.5
+    assert f"no MLflow UI answers at {nothing}: start it with `mlflow ui --backend-store-uri {uri}`" in out
+    assert f"compare the methods (group runs of profile 'tiny') in `mlflow ui`: {nothing}/#/experiments/" in out
+    assert not wait_for_ui("not a url", 0.0)
+
+
 def test_the_command_line_logs_runs_and_report_figures_under_the_profile(cli, uri, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     rc, _, err = cli("run", "--quiet", capsys=capsys)
@@ -374,8 +503,9 @@ def test_the_command_line_logs_runs_and_report_figures_under_the_profile(cli, ur
     assert rc == 0 and not warnings(err)
     tracker = Tracker(uri)
     levels = levels_of(tracker)
-    assert [g.info.run_name for g in levels["group"]] == ["d10_N6/ellipsoid/ingo [tiny]"]
-    assert sorted(s.info.run_name for s in levels["seed"]) == [f"d10_N6/ellipsoid/ingo/seed{k} [tiny]" for k in (0, 1)]
+    assert [g.info.run_name for g in levels["group"]] == ["ingo · d10_N6/ellipsoid [tiny]"]
+    assert sorted(s.info.run_name for s in levels["seed"]) == [f"ingo seed{k} · d10_N6/ellipsoid [tiny]"
+                                                               for k in (0, 1)]
     [setting] = levels["setting"]
     assert setting.info.run_name == "d10_N6 [tiny]" and setting.data.tags["sabo_bench_profile"] == "tiny"
     figures = [a.path for a in tracker.client.list_artifacts(setting.info.run_id, "report")]
