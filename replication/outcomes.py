@@ -1,15 +1,28 @@
-"""What ``dvc metrics`` shows of a report (its outcome numbers), and the curves behind its figures.
+"""What ``dvc metrics`` shows of a report (a few headline numbers), and the curves behind its figures.
 
 ``sabo-bench report`` writes beside each report (:func:`write_outcomes`):
 
 * ``<out>/<REPORT_NAME>_metrics.json``, a DVC metrics file (``metrics:`` of the report stage in
-  ``dvc.yaml``): the profile, how many records of how many runs the report was made from, the
-  claim verdict counts (``claims.reproduced``, ``claims.not_reproduced``, ``claims.inconclusive``,
-  ``claims.not_run``, all four always present) and the study's outcome numbers from its optional ``outcomes``
-  hook (:class:`replication.studies.Study`): the synthetic study's median final error per
-  setting, function and method, the image study's selected test accuracy per dimension, noise
-  rate and method, the prompt study's selected test metric per task, d and method. A number
-  that is not finite (an error that overflowed, a cell whose seeds all diverged) is ``null``.
+  ``dvc.yaml``) of flat keys: ``profile``, ``records`` and ``runs`` (what the report was made from,
+  which the refusal to replace a report reads: :func:`replication.claims.replacement_refusal`),
+  ``reproduced`` (how many of the study's claims were reproduced) and, from the study's optional
+  ``outcomes`` hook (:class:`replication.studies.Study`), one headline number per method of
+  :data:`HEADLINE_METHODS`, keyed by the method: the synthetic study's median over (setting,
+  function) cells of the decade (log10) of the median final error; the image study's median over
+  (dimension, noise rate) cells of the selected test accuracy (%); the BBOB study's mean over
+  (suite, dimension) cells of the solved fraction; the prompt study's median over (task, d) cells
+  of the selected test metric (%). A number that is not finite (an error that overflowed, a cell
+  whose seeds all diverged) is ``null`` (which DVC leaves out of its table). No key names a
+  setting, so DVC's sorting of keys as text (d10 before d2) cannot scatter them.
+
+  Why so few: ``dvc metrics show`` prints one column per key (its header plus 4 spaces wide, after
+  the file's path), so a file must hold about ten short keys to fit :data:`WIDTH` columns; the
+  per-cell numbers are in the report's tables and, every record, in its run table
+  (:mod:`replication.table`). Why decades: DVC rounds a float to 5 decimals for display, so an
+  error of 1e-8 would show as 0.0; its decade shows as -8.0. The numbers are rounded here
+  (:data:`DIGITS`) to keep the columns narrow. The keys are the same in every study's file, so a
+  plain ``dvc metrics show`` is one row per study and one column per method (each row in its
+  study's unit).
 * ``<out>/<REPORT_NAME>_curves.csv``, the curves behind the study's figures (which ``dvc.yaml``'s
   ``plots:`` show as images), where the hook names curves (:class:`Curves`): long format, one row per run
   and curve point, with ``panel`` (the facet), ``method``, ``seed``, the study's label columns,
@@ -21,15 +34,24 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED
+import numpy as np
+
+from .claims import REPRODUCED
 from .storage import atomic_write_bytes, write_json
 
-VERDICT_KEYS = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not_reproduced", INCONCLUSIVE: "inconclusive",
-                NOT_RUN: "not_run"}
+WIDTH = 120
+"""The widest line ``dvc metrics show <metrics file>`` may print (tests/test_results_table.py checks it)."""
+HEADLINE_METHODS = ("bes", "cmaes", "ingo", "mmes", "sabo")
+"""The methods a metrics file has a number for: the paper's five, which every study runs. A study's
+other methods (the deviations ``sabo_inverse`` and ``sabo_small_rho``, the BO baselines, a plug-in)
+are in its report and run table: with their keys ``dvc metrics show`` would exceed :data:`WIDTH`."""
+DIGITS = {"decade": 2, "percent": 2, "fraction": 3}
+"""Decimals a headline number keeps, by unit: 0.01 decade is a factor 1.023 of an error, 0.01 % a
+hundredth of an accuracy point, 0.001 a thousandth of the (function, target, instance) triples."""
 PLOT_LABELS = ("panel", "method", "seed")
 """The label columns every curves file starts with (a plot of it facets by ``panel``, colours by ``method``
 and draws one line per ``seed``)."""
@@ -57,24 +79,27 @@ def number(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def nested(items, levels: int = 3) -> dict:
-    """``{(a, b, c): v}`` -> ``{a: {b: {c: v}}}`` (keys as given; values through :func:`number`)."""
-    out: dict = {}
-    for key, value in items:
-        if len(key) != levels:
-            raise ValueError(f"nested: key {key!r} must have {levels} parts")
-        slot = out
-        for part in key[:-1]:
-            slot = slot.setdefault(str(part), {})
-        slot[str(key[-1])] = number(value)
+def decade(error) -> float:
+    """log10 of an error (-inf for 0, inf for inf, NaN for NaN): what a metrics file shows of an error,
+    which DVC's rounding to 5 decimals would show as 0.0 below 5e-6."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.log10(float(error)))
+
+
+def per_method(cells: Iterable[tuple[str, float]], unit: str, reduce: Callable = np.median) -> dict:
+    """``{method: reduce(values of its cells)}`` for the :data:`HEADLINE_METHODS` that have cells, in that
+    order, rounded to :data:`DIGITS` [``unit``]; ``cells`` are (method, value) pairs, one per cell of the
+    report's tables. A NaN cell (every seed diverged) makes its method's number ``null``: a headline
+    that left the cell out would look better than the table it sums up."""
+    values: dict[str, list[float]] = {}
+    for method, value in cells:
+        values.setdefault(method, []).append(float(value))
+    out = {}
+    for method in HEADLINE_METHODS:
+        if method in values:
+            value = number(reduce(values[method]))
+            out[method] = None if value is None else round(value, DIGITS[unit])
     return out
-
-
-def claim_counts(claims: list[dict]) -> dict[str, int]:
-    counts = dict.fromkeys(VERDICT_KEYS.values(), 0)
-    for claim in claims:
-        counts[VERDICT_KEYS[claim["verdict"]]] += 1
-    return counts
 
 
 def _cell(value) -> str | int:
@@ -105,12 +130,14 @@ def write_outcomes(out_dir, report_name: str, *, profile: str, records: list[dic
     """Write ``<report_name>_metrics.json`` (and ``_curves.csv`` where ``outcomes`` has curves); the paths.
 
     ``outcomes`` is what the study's ``outcomes(params, records)`` hook returned
-    (``{"metrics": {...}, "curves": Curves | None}``), or None for a study without the hook.
+    (``{"metrics": {method: number}, "curves": Curves | None}``), or None for a study without the hook.
+    Of the claim verdicts only the number reproduced is a key (the four counts would not fit
+    :data:`WIDTH`); every verdict is in ``<report_name>_claims.json``.
     """
     outcomes = outcomes or {}
     out_dir = Path(out_dir)
-    metrics = {"profile": profile, "records": len(records), "runs": runs, "claims": claim_counts(claims),
-               **outcomes.get("metrics", {})}
+    metrics = {"profile": profile, "records": len(records), "runs": runs,
+               "reproduced": sum(claim["verdict"] == REPRODUCED for claim in claims), **outcomes.get("metrics", {})}
     path = out_dir / f"{report_name}_metrics.json"
     write_json(path, metrics)
     written = [path]

@@ -65,10 +65,12 @@ class Study(Protocol):
       cached features); returns lines describing what it did. Default: nothing to prepare.
     - ``gpus(config) -> int``: GPUs one run needs. Default: 0. The executors give each run that
       needs one a device of its own (:mod:`replication.devices`).
-    - ``outcomes(params, records) -> dict``: the study's outcome numbers for ``dvc metrics``
-      (``{"metrics": nested dict of numbers, "curves": replication.outcomes.Curves | None}``; the
-      curves: the data behind its figures, which ``dvc plots`` shows). Default: the metrics file holds only
-      the profile, the record counts and the claim verdict counts (:mod:`replication.outcomes`).
+    - ``outcomes(params, records) -> dict``: the study's headline numbers for ``dvc metrics``
+      (``{"metrics": {method: number}, "curves": replication.outcomes.Curves | None}``: one number per
+      method of :data:`replication.outcomes.HEADLINE_METHODS`, from
+      :func:`replication.outcomes.per_method`; the curves: the data behind its figures, which ``dvc
+      plots`` shows). Default: the metrics file holds only the profile, the record counts and the
+      number of claims reproduced (:mod:`replication.outcomes`).
     """
 
     def configs(self, params: dict) -> list[RunConfig]: ...

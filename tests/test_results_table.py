@@ -69,18 +69,19 @@ def test_the_synthetic_report_writes_its_table_metrics_and_curves(tiny_study, tm
 
     metrics = json.loads((out / "synthetic_metrics.json").read_text())
     claims = json.loads((out / "synthetic_claims.json").read_text())["claims"]
-    assert (metrics["profile"], metrics["records"], metrics["runs"], metrics["diverged_runs"]) == ("tiny", 8, 8, 0)
-    assert set(metrics["claims"]) == {"reproduced", "not_reproduced", "inconclusive", "not_run"}
-    for key, verdict in (("reproduced", "reproduced"), ("not_reproduced", "not reproduced"),
-                         ("inconclusive", "inconclusive"), ("not_run", "not run")):
-        assert metrics["claims"][key] == sum(c["verdict"] == verdict for c in claims)
-    # median over the two seeds of E_T, from the records themselves
-    for function in ("ellipsoid", "levy"):
-        for method in ("sabo", "ingo"):
+    assert set(metrics) == {"profile", "records", "runs", "reproduced", "sabo", "ingo"}  # flat, short keys
+    assert (metrics["profile"], metrics["records"], metrics["runs"]) == ("tiny", 8, 8)
+    assert metrics["reproduced"] == sum(c["verdict"] == "reproduced" for c in claims)
+    # per method: the median over the (setting, function) cells of log10 of the cell's median over the two
+    # seeds of E_T, from the records themselves, to 2 decimals
+    for method in ("sabo", "ingo"):
+        cells = []
+        for function in ("ellipsoid", "levy"):
             finals = [r["result"]["curve"]["error"][-1] for r in records
                       if (r["config"]["problem"]["name"], r["config"]["method"]) == (function, method)]
             assert len(finals) == 2
-            assert metrics["final_error"]["d10_N6"][function][method] == pytest.approx(np.median(finals), rel=1e-15)
+            cells.append(math.log10(np.median(finals)))
+        assert metrics[method] == round(float(np.median(cells)), 2)
 
     with open(out / "synthetic_curves.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -364,11 +365,14 @@ def test_the_image_report_from_its_table_is_byte_identical_and_its_metrics_are_t
 
     metrics = json.loads((first / "noisy_labels_metrics.json").read_text())
     assert (metrics["profile"], metrics["records"], metrics["runs"]) == ("ci", len(configs), len(configs))
-    accuracy = metrics["selected_test_accuracy"]["d100"]
-    assert set(accuracy) == {"noise_0", "noise_60"}
-    for (_, rate, method), value in expected.items():
-        got = accuracy[f"noise_{round(100 * rate)}"][method]
-        assert got is None if value is None else got == pytest.approx(value, abs=1e-9), (rate, method)
+    assert set(metrics) == {"profile", "records", "runs", "reproduced", "bes", "cmaes", "ingo", "mmes", "sabo"}
+    # per method of the paper's five (not the deviations sabo_inverse, sabo_small_rho): the median over the
+    # cells (d100 at noise 0% and 60%) of the selected test accuracy; MMES has a cell whose seeds all
+    # diverged, so its headline is null rather than the other cell's number
+    for method in ("bes", "cmaes", "ingo", "sabo"):
+        cells = [value for (_, _, m), value in expected.items() if m == method]
+        assert len(cells) == 2 and metrics[method] == pytest.approx(round(float(np.median(cells)), 2), abs=1e-9)
+    assert metrics["mmes"] is None
 
     with open(first / "noisy_labels_curves.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -385,10 +389,7 @@ def test_the_prompt_report_of_the_offline_profile_has_an_empty_table(tmp_path):
     assert report("prompt", params, second, "--from-table", str(first / "prompt_tuning_runs.parquet")) == 0
     assert files_of(second) == files_of(first)
     metrics = json.loads((first / "prompt_tuning_metrics.json").read_text())
-    assert metrics == {"profile": "offline", "records": 0, "runs": 0, "selected_test_metric": {},
-                       "zero_shot_test_metric": {},
-                       "claims": {"reproduced": 0, "not_reproduced": 0, "inconclusive": 0,
-                                  "not_run": len(yaml.safe_load(open(ROOT / "replication/prompt/claims.yaml")))}}
+    assert metrics == {"profile": "offline", "records": 0, "runs": 0, "reproduced": 0}  # no method has a cell
     assert not (first / "prompt_tuning_curves.csv").exists()  # the prompt study plots no curves
 
 
@@ -398,18 +399,66 @@ def dvc(cwd, *args) -> dict:
     return json.loads(out.stdout)
 
 
-def test_dvc_metrics_show_the_report_outcomes(tiny_study, tmp_path):
-    """`dvc metrics show` reads what the report wrote, with dvc.yaml's metrics definitions (the plots, the
-    reports' own figures, are checked in tests/test_dvc_views.py)."""
+def dvc_text(cwd, *args) -> list[str]:
+    """The lines `dvc ARGS` prints, as a terminal shows them (its plain table)."""
+    out = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def dvc_repo(path):
+    """An empty DVC repository (no git) with the project's dvc.yaml."""
     import shutil
 
+    path.mkdir()
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=path, check=True)
+    shutil.copy(ROOT / "dvc.yaml", path)
+    return path
+
+
+def test_dvc_metrics_show_the_report_outcomes(tiny_study, tmp_path):
+    """`dvc metrics show` reads what the report wrote, with dvc.yaml's metrics definitions (the plots, the
+    reports' own figures, are checked in tests/test_dvc_views.py), in lines of at most WIDTH characters."""
+    from replication.outcomes import WIDTH
+
     params, runs = tiny_study
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=repo, check=True)
-    shutil.copy(ROOT / "dvc.yaml", repo)
+    repo = dvc_repo(tmp_path / "repo")
     assert report("synthetic", params, repo / "results", "--runs-dir", str(runs)) == 0
 
     metrics = dvc(repo, "metrics", "show")
     shown = next(iter(metrics.values()))["data"]["results/synthetic_metrics.json"]["data"]
     assert shown == json.loads((repo / "results" / "synthetic_metrics.json").read_text())
+    lines = dvc_text(repo, "metrics", "show", "results/synthetic_metrics.json")
+    assert lines[0].split() == ["Path", "ingo", "profile", "records", "reproduced", "runs", "sabo"]
+    assert max(map(len, lines)) <= WIDTH
+
+
+def test_dvc_metrics_show_fits_and_shows_small_errors_as_decades(tiny_study, tmp_path):
+    """Each study's metrics file, with its widest plausible numbers, fits WIDTH columns in `dvc metrics
+    show FILE`, and so does the table of all four files; a final error of 1e-8, which DVC's rounding to
+    5 decimals showed as 0.0, is shown as its decade, -8.0."""
+    from replication.outcomes import HEADLINE_METHODS, WIDTH, write_outcomes
+
+    params, runs = tiny_study
+    repo = dvc_repo(tmp_path / "repo")
+    records = records_of(params, runs)
+    for r in records:  # every run converged to within 1e-8 (SABO) or diverged (INGO: an error that overflowed)
+        r["result"]["final"]["error"] = 1e-8 if r["config"]["method"] == "sabo" else math.inf
+    claims = [{"verdict": "reproduced"}, {"verdict": "not reproduced"}]
+    write_outcomes(repo / "results", "synthetic", profile="tiny", records=records, runs=len(records),
+                   claims=claims, outcomes=get_study("synthetic").outcomes(yaml.safe_load(open(params)), records))
+    written = json.loads((repo / "results" / "synthetic_metrics.json").read_text())
+    assert (written["sabo"], written["ingo"], written["reproduced"]) == (-8.0, None, 1)
+    header, row = dvc_text(repo, "metrics", "show", "results/synthetic_metrics.json")
+    shown = dict(zip(header.split(), row.split()))
+    assert shown["sabo"] == "-8.0" and "ingo" not in shown  # DVC leaves a null (not finite) out of its table
+
+    widest = {"profile": "reduced", "records": 99999, "runs": 99999, "reproduced": 99,
+              **dict.fromkeys(HEADLINE_METHODS, -13.05)}  # e.g. a decade of -13.05, an accuracy of 100.0
+    for study in ("synthetic", "image", "bbob", "prompt"):
+        name = get_study(study).REPORT_NAME
+        write_json(repo / "results" / f"{name}_metrics.json", widest)
+        lines = dvc_text(repo, "metrics", "show", f"results/{name}_metrics.json")
+        assert len(lines) == 2 and max(map(len, lines)) <= WIDTH, (name, lines)
+    lines = dvc_text(repo, "metrics", "show")
+    assert len(lines) == 5 and max(map(len, lines)) <= WIDTH, lines

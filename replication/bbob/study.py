@@ -54,12 +54,14 @@ def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir
 
 
 def outcomes(params: dict, records: list[dict]) -> dict:
-    """What ``dvc metrics`` shows: the fraction of (function, target, instance) triples solved per suite,
-    dimension and method (the report's table, per dimension), and COCO-vs-engine evaluation mismatches."""
-    from replication.outcomes import nested
+    """What ``dvc metrics`` shows (:mod:`replication.outcomes`): per method, the mean over (suite,
+    dimension) cells of the fraction of (function, target, instance) triples solved (the report's
+    table, each dimension weighing alike, as in its claims). No curve plot: the ECDF figure is the
+    report's own."""
+    from replication.outcomes import per_method
 
-    from .report import evaluation_mismatches, solved_fractions
+    from .report import solved_fractions
 
-    return {"metrics": {"solved_fraction": nested(solved_fractions(records).items()),
-                        "evaluation_count_mismatches": len(evaluation_mismatches(records))},
+    return {"metrics": per_method(((m, v) for (_, _, m), v in solved_fractions(records).items()), "fraction",
+                                  reduce=np.mean),
             "curves": None}

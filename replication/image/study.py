@@ -164,18 +164,17 @@ def curve_points(max_iter: int) -> int:
 
 
 def outcomes(params: dict, records: list[dict]) -> dict:
-    """What ``dvc metrics`` and ``dvc plots`` show (:mod:`replication.outcomes`): the selected test
-    accuracy (%, the configuration with the best mean validation accuracy, mean over seeds: the
-    report's Table 3 cells) per dimension, noise rate and method, and the accuracy curves of the
-    runs of those selected configurations, one panel per dimension and noise rate."""
+    """What ``dvc metrics`` and ``dvc plots`` show (:mod:`replication.outcomes`): per method, the median
+    over (dimension, noise rate) cells of the selected test accuracy (%, the configuration with the
+    best mean validation accuracy, mean over seeds: the report's Table 3 cells), and the accuracy
+    curves of the runs of those selected configurations, one panel per dimension and noise rate."""
     from replication.config import canonical_json
-    from replication.outcomes import Curves, nested
+    from replication.outcomes import Curves, per_method
 
     from .report import cells, select
 
     selected = {key: select(cell, "val") for key, cell in cells(records).items()}
-    metrics = {"selected_test_accuracy": nested(((s, f"noise_{round(100 * r)}", m), v["mean"])
-                                                for (s, r, m), v in sorted(selected.items()))}
+    metrics = per_method(((m, v["mean"]) for (_, _, m), v in sorted(selected.items())), "percent")
     chosen = {(s, r, m, canonical_json(v["params"])) for (s, r, m), v in selected.items()}
     runs = [rec for rec in records
             if (rec["config"]["setting"], rec["config"]["problem"]["noise_rate"], rec["config"]["method"],

@@ -212,16 +212,15 @@ def gpus(config: RunConfig) -> int:
 
 
 def outcomes(params: dict, records: list[dict]) -> dict:
-    """What ``dvc metrics`` shows (:mod:`replication.outcomes`): the selected test metric (%, the
-    report's Table 1 and 2 cells under ``prompt.selection``) per task, d and method, and the zero-shot
-    test metric per task. No curve plot: the study's outcome is its tables."""
-    from replication.outcomes import nested, number
+    """What ``dvc metrics`` shows (:mod:`replication.outcomes`): per method, the median over (task, d)
+    cells of the selected test metric (%, the report's Table 1 and 2 cells under ``prompt.selection``;
+    the zero-shot row is in the report). No curve plot: the study's outcome is its tables."""
+    from replication.outcomes import per_method
 
-    from .report import select, zero_shot
+    from .report import select
 
     selected = select(records, params[STUDY]["selection"])
-    return {"metrics": {"selected_test_metric": nested((key, v["mean"]) for key, v in sorted(selected.items())),
-                        "zero_shot_test_metric": {t: number(v) for t, v in sorted(zero_shot(records).items())}}}
+    return {"metrics": per_method(((m, v["mean"]) for (_, _, m), v in sorted(selected.items())), "percent")}
 
 
 def report(params: dict, records: list[dict], out_dir, *, tracker=None, runs_dir=None) -> dict:
