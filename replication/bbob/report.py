@@ -408,6 +408,14 @@ def _coverage_lines(profile: str, prof: dict, records: list[dict]) -> list[str]:
     return lines
 
 
+#: Points of the solved percentage (:func:`solved_fractions`, x 100) a CI run may lose against an expected
+#: file that ``--record-expected`` wrote. The committed ``ci_expected.json`` holds a tolerance per score
+#: instead, measured by ``benchmarks/ci_spread.py --study bbob`` across numerical environments and
+#: re-drawn trajectories: every ci claim is inconclusive at the ci profile's size (two instances of eight
+#: functions), so the scores are what CI checks of this study.
+SCORE_TOLERANCE = 5.0
+
+
 def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -> dict:
     p = params["bbob"]
     profile = p["profile"]
@@ -492,4 +500,7 @@ def report(params: dict, records: list[dict], out_dir: Path, *, runs_dir=None) -
            "evaluations over 24 functions x 5 dimensions x 15 instances.", ""]
     meta = {"profile": profile, "records": len(records), "runs": expected,
             "omits": [] if cocopp_dirs or not records else [TABLE_OMITS]}
-    return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=files)
+    scores = {f"{suite}/{dim}/{method}": 100 * value
+              for (suite, dim, method), value in sorted(solved_fractions(records).items())}
+    return write_report(out_dir, REPORT_NAME, md, verdicts, meta, files=files, scores=scores,
+                        score_tolerance=SCORE_TOLERANCE)
