@@ -155,12 +155,12 @@ class SABO(GaussianSearch):
         return self._sigma2_hat.copy()
 
     # ------------------------------------------------------------------ protocol
-    def _tell_population(self, X, values) -> None:
+    def _tell_population(self, X, values, j, f_spread) -> None:
         """As :meth:`AskTellOptimizer._tell_population`; after a perturbation round, checks the settings.
 
         The check runs after the state is committed, so a ``SettingsWarning`` turned into an error by a
         warnings filter cannot leave a half-told optimizer."""
-        super()._tell_population(X, values)
+        super()._tell_population(X, values, j, f_spread)
         if self._phase == 1:
             self._check_settings(self._stats["kl_radius"])
 

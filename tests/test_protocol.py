@@ -265,6 +265,14 @@ def check_nonfinite_policies(name):
     worst.tell(X, values)
     assert worst.stats["nonfinite_replaced"] == 2 and worst.nfev == X.shape[0]
     assert np.all(np.isfinite(worst.mean))
+    # one NaN or infinity anywhere among finite values (tell finds them by argmin and argmax: issue 32)
+    X = opt.ask()  # still the pending population: the refused tell changed nothing
+    for i, bad in [(0, np.nan), (X.shape[0] - 1, np.nan), (2, np.inf), (3, -np.inf)]:
+        lone = objective(X)
+        lone[i] = bad
+        with pytest.raises(NonFiniteValueError, match=rf"non-finite values for candidates \{{{i}: {bad}\}}"):
+            opt.tell(X, lone)
+    assert_same_state(opt, before, "a tell refused for one NaN/inf value")
 
 
 BAD_COMMON = [  # (constructor arguments, message): every optimizer validates the suite's parameters
@@ -451,6 +459,21 @@ def check_pieces_are_told_as_one_population(name):
     assert np.array_equal(whole.ask(), X)
     whole.tell(X, objective(X))
     assert tree_equal(pieces.state_dict(), whole.state_dict())
+
+
+def test_the_spread_of_the_told_values_is_max_minus_min_bit_for_bit():
+    """The saved span of the values is np.max - np.min of them, zeros of both signs included (tell takes it from
+    argmin and argmax, whose ties may pick the other zero: issue 32)."""
+    rng = np.random.default_rng(1)
+    zeros = np.array([0.0, -0.0, 0.0, -0.0, 0.0, -0.0])
+    for values in [rng.standard_normal(6), np.full(6, 2.5), zeros, -zeros, np.full(6, -0.0),
+                   np.array([1e308, -1e308, 0, 0, 0, 0])]:
+        opt = build("ingo")
+        with np.errstate(over="ignore"):
+            expected = np.max(values) - np.min(values)
+            opt.tell(opt.ask(), values)
+        spread = opt.state_dict()["state"]["spreads"][0]
+        assert np.float64(spread).tobytes() == np.float64(expected).tobytes(), (values, spread, expected)
 
 
 def check_stop_and_result_read_like_pycmas(name):
