@@ -1,6 +1,7 @@
 """Where the main job's time goes, and what its wall time is on 2 workers, from the records of a run.
 
     python benchmarks/main_job.py [--runs-dir runs] [--workers 2]
+    python benchmarks/main_job.py --tables results/synthetic_runs.parquet results/noisy_labels_runs.parquet ...
 
 For every run stage of ``dvc.yaml`` (a study's ``sabo-bench run --setting S --method M``), in
 ``dvc repro``'s order, from the records under ``--runs-dir`` (``provenance.started_utc``,
@@ -18,6 +19,12 @@ For every run stage of ``dvc.yaml`` (a study's ``sabo-bench run --setting S --me
 
 Then per study and for the whole job: work / workers (the floor with perfect packing), the sum of
 packed spans, the measured spans and gaps, and the top cells by work.
+
+``--tables`` reads the runs from run tables (``sabo-bench report``'s ``<name>_runs.parquet``, e.g. the
+committed ones) instead: on a fresh clone, the main job's projected wall time on ``--workers`` from
+the committed results' own run times. Their spans and gaps mean little there (the studies ran in
+separate sessions, on other machines and loads: ``provenance.host`` and ``numerics`` say which);
+the work and the packed spans are the projection.
 """
 from __future__ import annotations
 
@@ -65,6 +72,21 @@ def stage_runs(runs_dir: Path) -> dict[tuple[str, str, str], list[dict]]:
     return out
 
 
+def table_runs(paths: list[Path]) -> dict[tuple[str, str, str], list[dict]]:
+    """:func:`stage_runs` from run tables (their ``study``, ``setting``, ``method`` and ``provenance.*`` columns)."""
+    import pyarrow.parquet as pq
+
+    columns = ["study", "setting", "method", "provenance.started_utc", "provenance.finished_utc",
+               "provenance.wall_time_s"]
+    out = defaultdict(list)
+    for path in paths:
+        for row in pq.read_table(path, columns=columns).to_pylist():
+            out[(row["study"], row["setting"], row["method"])].append(
+                {"start": _time(row["provenance.started_utc"]), "end": _time(row["provenance.finished_utc"]),
+                 "wall": float(row["provenance.wall_time_s"])})
+    return out
+
+
 def stage_order() -> list[tuple[str, str, str]]:
     """The run stages of dvc.yaml as (study, setting, method), in the file's order."""
     order = []
@@ -84,8 +106,10 @@ def main(argv=None) -> None:
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "runs")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--tables", type=Path, nargs="+", metavar="RUNS_PARQUET",
+                    help="read the runs from these run tables instead of --runs-dir (a fresh clone's projection)")
     args = ap.parse_args(argv)
-    runs = stage_runs(args.runs_dir)
+    runs = table_runs(args.tables) if args.tables else stage_runs(args.runs_dir)
     order = [key for key in stage_order() if key in runs]
     order += sorted(key for key in runs if key not in order)  # runs of no stage (e.g. another profile)
     rows, totals = [], defaultdict(lambda: defaultdict(float))
