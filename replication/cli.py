@@ -124,14 +124,20 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(exc, 200) or 'no message'}"
 
 
-def track_command(args) -> str:
-    """The `sabo-bench track` command that logs later what this command could not log now."""
-    words = ["sabo-bench", "track", args.study]
+def _study_words(args, command: str) -> list[str]:
+    """``sabo-bench COMMAND STUDY`` with this command's parameter file, profile and runs directory where not the
+    defaults."""
+    words = ["sabo-bench", command, args.study]
     for option, default in (("profile", None), ("params", "params.yaml"), ("runs_dir", "runs")):
         value = getattr(args, option, default)
         if value is not None and value != default:
             words += [f"--{option.replace('_', '-')}", str(value)]
-    return " ".join(words)
+    return words
+
+
+def track_command(args) -> str:
+    """The `sabo-bench track` command that logs later what this command could not log now."""
+    return " ".join(_study_words(args, "track"))
 
 
 def _log_later(args) -> str:
@@ -676,11 +682,7 @@ TRACK_TIMEOUT_S = 180.0
 
 def run_command(args) -> str:
     """The `sabo-bench run` command that makes the records of this command's selection."""
-    words = ["sabo-bench", "run", args.study]
-    for option, default in (("profile", None), ("params", "params.yaml"), ("runs_dir", "runs")):
-        value = getattr(args, option, default)
-        if value is not None and value != default:
-            words += [f"--{option.replace('_', '-')}", str(value)]
+    words = _study_words(args, "run")
     for option in ("setting", "function", "method", "seed", "hash"):
         if getattr(args, option, None):
             words += [f"--{option}", *map(str, getattr(args, option))]
@@ -728,14 +730,14 @@ def cmd_track(args) -> int:
         print(f"error: MLflow is unavailable ({tracking_uri()}: {_reason(exc)}); nothing was logged", file=sys.stderr)
         return 2
     profile = params[args.study]["profile"]
-    logger = SafeLogger(tracker, "run this command again once MLflow works", profile=profile,
-                        configs=get_study(args.study).configs(params))
+    every = get_study(args.study).configs(params)  # the profile's runs: their grids name the runs, their methods
+    logger = SafeLogger(tracker, "run this command again once MLflow works", profile=profile, configs=every)
     outcomes = [logger(r) for r in records]
     print(f"{outcomes.count(True)} records logged to MLflow ({tracking_uri()}), {outcomes.count(False)} already "
           f"there; {len(configs) - len(records)} of the {len(configs)} selected runs have no record yet")
     logger.summarize()
     one = {option: names[0] for option in ("setting", "function") if len(names := getattr(args, option) or []) == 1}
-    others = {c.method for c in get_study(args.study).configs(params) if c.setting == one.get("setting", c.setting)
+    others = {c.method for c in every if c.setting == one.get("setting", c.setting)
               and c.problem.get("name") == one.get("function", c.problem.get("name"))}
     url = logger.comparison_url(args.study, ui=args.ui, methods=args.method, others=sorted(others), **one)
     if url:
