@@ -25,6 +25,7 @@ from replication.params import (
 
 DATASETS = ("digits_stand_in", "fashion_mnist")   # replication.image.data.DATASETS (not imported: it is heavy)
 Dataset = one_of(*DATASETS)
+Precision = one_of("float64", "float32")  # replication.image.objective.DTYPES
 
 
 class ImageProfile(Section):
@@ -53,6 +54,7 @@ class ImageParams(StudySection):
     noise_rates: Rates
     popsize: Popsize
     batch_size: dict[Dataset, PosInt]         # data set -> mini-batch size M
+    dtype: dict[Dataset, Precision] = None    # data set -> the objective's precision (absent: float64)
     validation_fraction: Fraction
     sigma0: PositiveFloat
     umap: Umap

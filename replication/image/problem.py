@@ -31,6 +31,8 @@ class ImageProblem:
         P: the features given are then embeddings u, and the classifier sees u P (folded into its
         weights, :mod:`replication.image.objective`).
     batch_size, batch_seed : the mini-batch sampler (see :class:`MiniBatchObjective`).
+    dtype : the precision of the objective's losses, "float64" or "float32" (:mod:`replication.image.objective`,
+        "Precision"); the metrics are float64 either way.
     n_classes : int
     info : dict, optional
         Free-form description (noise rate, seeds, cache key...), kept as ``problem.info``.
@@ -38,9 +40,9 @@ class ImageProblem:
 
     def __init__(self, train_features, train_labels, test_features, test_labels, *,
                  batch_size: int = DEFAULT_BATCH_SIZE, batch_seed=0, n_classes: int = 10, info=None,
-                 val_features=None, val_labels=None, projection=None):
+                 val_features=None, val_labels=None, projection=None, dtype: str = "float64"):
         self._objective = MiniBatchObjective(train_features, train_labels, batch_size, batch_seed, n_classes=n_classes,
-                                             projection=projection)
+                                             projection=projection, dtype=dtype)
         self._test_phi, self._test_y = check_data(test_features, test_labels, n_classes)
         self._val = None if val_features is None else check_data(val_features, val_labels, n_classes)
         columns = self._objective.features.shape[1]
@@ -82,7 +84,7 @@ class ImageProblem:
     def from_dataset(cls, dataset, *, d_tilde: int, noise_rate: float, noise_seed: int, projection_seed: int,
                      umap_seed: int = 0, n_components: int = 8, batch_size: int = DEFAULT_BATCH_SIZE,
                      batch_seed: int = 0, cache_dir=None, embedding=None, validation_fraction: float = 0.0,
-                     split_seed: int = 0) -> ImageProblem:
+                     split_seed: int = 0, dtype: str = "float64") -> ImageProblem:
         """Noise -> UMAP (pinned or cached) -> P, folded into the weights; ``embedding`` skips the UMAP step.
 
         ``validation_fraction`` > 0 holds out that share of the (noisy) training set, drawn by
@@ -97,7 +99,7 @@ class ImageProblem:
         if embedding is None:
             embedding = umap_embedding(dataset, n_components=n_components, seed=umap_seed, cache_dir=cache_dir)
         P = projection(d_tilde, projection_seed, n_components=embedding.train.shape[1])
-        info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate),
+        info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate), "dtype": dtype,
                 "flipped": int(flipped.sum()), "umap_key": embedding.key, "umap_sha256": embedding.sha256,
                 "d_tilde": int(d_tilde)}
         train_u = np.asarray(embedding.train, dtype=np.float64)
@@ -110,4 +112,4 @@ class ImageProblem:
         return cls(train_u[train], noisy[train], np.asarray(embedding.test, dtype=np.float64), dataset.test_y,
                    batch_size=batch_size, batch_seed=batch_seed, n_classes=dataset.n_classes, info=info,
                    val_features=train_u[val] if n_val else None, val_labels=noisy[val] if n_val else None,
-                   projection=P)
+                   projection=P, dtype=dtype)

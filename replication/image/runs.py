@@ -36,11 +36,19 @@ def dataset_spec(p: dict) -> dict:
     return {"name": name}
 
 
+def dtype_spec(p: dict, name: str) -> dict:
+    """The objective's precision for the data set ``name`` (``image.dtype``), as a part of the run's problem:
+    ``{"dtype": "float32"}``, or nothing for float64 (the default, so the configs of float64 runs, and their
+    hashes, are those they had before the key existed)."""
+    dtype = (p.get("dtype") or {}).get(name, "float64")
+    return {} if dtype == "float64" else {"dtype": dtype}
+
+
 def configs(params: dict) -> list[RunConfig]:
     """Every run of the active profile: dims x noise rates x methods x hyperparameter grid x seeds.
 
     The problem's ``name`` is the data set's (``digits_stand_in`` or ``fashion_mnist``): what
-    ``--function`` selects.
+    ``--function`` selects; its ``dtype`` is :func:`dtype_spec`'s.
     """
     p = params[STUDY]
     _, prof = active_profile(params, STUDY)
@@ -52,7 +60,8 @@ def configs(params: dict) -> list[RunConfig]:
         for rate in prof.get("noise_rates", p["noise_rates"]):
             problem = {**data, "d_tilde": int(d_tilde), "noise_rate": float(rate),
                        "batch_size": int(p["batch_size"][data["name"]]),
-                       "validation_fraction": float(p["validation_fraction"]), "umap": umap_spec(p)}
+                       "validation_fraction": float(p["validation_fraction"]), "umap": umap_spec(p),
+                       **dtype_spec(p, data["name"])}
             for method, grid in p["methods"].items():
                 for opt_params in method_params(grid, sigma0=float(p["sigma0"]), popsize=int(p["popsize"])):
                     for seed in prof["seeds"]:

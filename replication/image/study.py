@@ -111,7 +111,8 @@ def make_problem(config: RunConfig):
     seed = config.problem_seed()
     return ImageProblem.from_dataset(dataset, d_tilde=pr["d_tilde"], noise_rate=pr["noise_rate"], noise_seed=seed,
                                      projection_seed=seed, batch_size=pr["batch_size"], batch_seed=seed,
-                                     embedding=emb, validation_fraction=pr["validation_fraction"], split_seed=seed)
+                                     embedding=emb, validation_fraction=pr["validation_fraction"], split_seed=seed,
+                                     dtype=pr.get("dtype", "float64"))
 
 
 def x0(config: RunConfig) -> np.ndarray:
@@ -119,9 +120,10 @@ def x0(config: RunConfig) -> np.ndarray:
     return np.zeros(search_dim(config.problem["d_tilde"]))
 
 
-#: the log-sum-exp's elementwise work per logit, in the multiply-adds of the logits' product
-#: (replication/image/objective.py; about 2.5 ms of 3 for N = 100, M = 2048: benchmarks/image_scale.py)
-ELEMENTWISE_PER_LOGIT = 40
+#: the log-sum-exp's elementwise work per logit, in the multiply-adds of the logits' product, for each precision
+#: of the objective (replication/image/objective.py; float64: about 2.5 ms of 3 for N = 100, M = 2048,
+#: benchmarks/image_scale.py; float32 about 2.7x less: benchmarks/image_scale.py --dtype)
+ELEMENTWISE_PER_LOGIT = {"float64": 40, "float32": 15}
 
 #: (training images, validation part included; test images) of each data set: what a curve point's metrics read
 EXAMPLES = {"fashion_mnist": (60_000, 10_000), "digits_stand_in": (1_437, 360)}
@@ -148,9 +150,9 @@ def cost(config: RunConfig) -> float:
 
     pr = config.problem
     k = int(pr["umap"]["n_components"])
-    eval_cost = pr["batch_size"] * (k + ELEMENTWISE_PER_LOGIT) + k * pr["d_tilde"]
+    eval_cost = pr["batch_size"] * (k + ELEMENTWISE_PER_LOGIT[pr.get("dtype", "float64")]) + k * pr["d_tilde"]
     n_train, n_test = EXAMPLES[pr["name"]]
-    metrics = 2 * (k + ELEMENTWISE_PER_LOGIT) * (n_train + 2 * n_test) + METRICS_FIXED
+    metrics = 2 * (k + ELEMENTWISE_PER_LOGIT["float64"]) * (n_train + 2 * n_test) + METRICS_FIXED
     return (run_cost(config, dim=search_dim(pr["d_tilde"]), eval_cost=eval_cost)
             + curve_points(int(config.budget["max_iter"])) * metrics)
 
