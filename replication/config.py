@@ -11,7 +11,8 @@ commit that produced them; the commit is in their provenance). The package's rel
 (``sabo.__version__``) is not part of it: a release that alters no result keeps every record. Seeds for the
 initial mean and for the optimizer are derived from the config's content with
 ``numpy.random.SeedSequence``, so they do not depend on the order in which runs are
-scheduled or on which worker runs them.
+scheduled or on which worker runs them; a problem's computation keys (:data:`COMPUTATION_KEYS`,
+e.g. a precision) are in its hash but not in its seeds.
 """
 from __future__ import annotations
 
@@ -77,6 +78,12 @@ def method_params(grid: dict | None, **fixed) -> list[dict]:
     return [{**fixed, **label, **hp} for hp in expand_grid(grid)]
 
 
+#: problem keys that change how a run computes, not what it computes on: part of the config and its hash,
+#: not of its seeds, so that runs differing only there draw the same noise, batches and samples
+#: (e.g. the image study's ``dtype``: float32 and float64 runs then differ by their precision alone)
+COMPUTATION_KEYS = frozenset({"dtype"})
+
+
 def _stable_int(obj) -> int:
     return int(content_hash(obj, 8), 16)
 
@@ -131,13 +138,19 @@ class RunConfig:
         name = self.problem.get("name", "problem")
         return f"{self.setting}/{name}/{self.method}/seed{self.seed}"
 
+    @property
+    def instance(self) -> dict:
+        """The problem less the keys that say how it is computed, not which problem it is
+        (:data:`COMPUTATION_KEYS`): what the seeds are drawn from."""
+        return {k: v for k, v in self.problem.items() if k not in COMPUTATION_KEYS}
+
     def problem_seed(self) -> int:
         """Seed of the problem instance (e.g. the initial mean): shared by all methods."""
-        ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.problem])])
+        ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.instance])])
         return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
 
     def optimizer_seed(self) -> int:
-        ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.problem, self.method])])
+        ss = np.random.SeedSequence([self.seed, _stable_int([self.study, self.setting, self.instance, self.method])])
         return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
 
 

@@ -251,3 +251,32 @@ def test_image_problem_metrics_do_not_touch_the_sampler_and_resume_is_identical(
         np.testing.assert_array_equal(v2, v)
         opt2.tell(X, v2)
     np.testing.assert_array_equal(opt2.mean, opt.mean)
+
+
+@pytest.mark.parametrize("scale", [0.3, 30.0])  # weights of a learning run, and of one far out (large logits)
+def test_float32_losses_are_the_float64_ones_to_single_precision(scale):
+    """dtype="float32" (Fashion-MNIST's runs): float64 means within a few float32 roundings of the float64
+    losses, and the same order of the candidates -- what SABO's and every ranking method's update reads."""
+    rng = np.random.default_rng(4)
+    u, y = rng.standard_normal((2048, 8)), rng.integers(0, 10, 2048)
+    P = rng.standard_normal((8, 100)) / np.sqrt(8)
+    W = rng.standard_normal((100, 1000)) * scale / 10
+    exact = population_losses(W, u, y, projection=P)
+    single = population_losses(W, u, y, projection=P, dtype="float32")
+    assert single.dtype == np.float64
+    np.testing.assert_allclose(single, exact, rtol=1e-6)
+    assert not np.array_equal(single, exact)  # the float32 path really is another computation
+    np.testing.assert_array_equal(np.argsort(single, kind="stable"), np.argsort(exact, kind="stable"))
+
+
+def test_float32_objective_keeps_float64_metrics_and_refuses_other_dtypes():
+    phi, y = _data(300)
+    W = np.random.default_rng(5).standard_normal((4, 60))
+    single = MiniBatchObjective(phi, y, batch_size=300, seed=0, dtype="float32")
+    exact = MiniBatchObjective(phi, y, batch_size=300, seed=0)
+    np.testing.assert_array_equal(single.full_loss(W), exact.full_loss(W))
+    np.testing.assert_allclose(single(W), exact(W), rtol=1e-6)
+    with pytest.raises(ValueError, match="dtype must be one of float64, float32 .got 'float16'"):
+        MiniBatchObjective(phi, y, dtype="float16")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        population_losses(W, phi, y, dtype=np.float32)

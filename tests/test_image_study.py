@@ -55,6 +55,26 @@ def test_full_profile_has_the_papers_grid():
     stand_in = configs(params)
     assert len(stand_in) == len(cfgs) and all(c.problem["name"] == "digits_stand_in" for c in stand_in)
     assert all(c.problem["umap"]["sha256"] == pins["digits_stand_in"] for c in stand_in)
+    # Fashion-MNIST's losses in float32 (image.dtype); the stand-in's configs, and so their hashes, as before the key
+    assert all(c.problem["dtype"] == "float32" for c in cfgs) and all("dtype" not in c.problem for c in stand_in)
+
+
+def test_a_runs_problem_computes_in_its_configs_dtype(monkeypatch, umap_cache):
+    from replication.image.study import make_problem
+
+    monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(umap_cache))
+    params = tiny_params()
+    exact = configs(params)[0]
+    params["image"]["dtype"] = {"digits_stand_in": "float32"}
+    single = configs(params)[0]
+    assert single.problem == {**exact.problem, "dtype": "float32"} and single.hash != exact.hash
+    # the same instance: noise, split, P, batches and the optimizer's samples are drawn alike
+    assert (single.problem_seed(), single.optimizer_seed()) == (exact.problem_seed(), exact.optimizer_seed())
+    a, b = make_problem(exact), make_problem(single)
+    assert a.minibatch.dtype == np.float64 and b.minibatch.dtype == np.float32 and b.info["dtype"] == "float32"
+    X = np.random.default_rng(0).standard_normal((5, a.dim))
+    np.testing.assert_allclose(b.objective(X), a.objective(X), rtol=1e-6)
+    assert b.metrics(X[0]) == a.metrics(X[0])  # the metrics are float64 whatever the objective computes in
 
 
 def test_cost_follows_the_optimizer_a_method_runs_not_its_label():

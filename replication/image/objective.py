@@ -180,7 +180,8 @@ def log_sum_exp_shifted(s: np.ndarray) -> np.ndarray:
     return np.log(total)
 
 
-def population_losses(W, features, labels, *, n_classes: int = 10, projection=None) -> np.ndarray:
+def population_losses(W, features, labels, *, n_classes: int = 10, projection=None,
+                      dtype: str = "float64") -> np.ndarray:
     """Mean cross-entropy of each of n candidates on the same m examples, shape (n,), float64.
 
     Parameters
@@ -194,6 +195,8 @@ def population_losses(W, features, labels, *, n_classes: int = 10, projection=No
     projection : array_like, shape (k, d~), optional
         P: the features are then the embeddings u and the classifier sees u P (folded into the
         weights: module docstring).
+    dtype : "float64" (default) or "float32"
+        The precision of the logits and the log-sum-exp (module docstring, "Precision").
 
     All n K weight rows multiply the features in one matrix product (chunked over examples
     only when n m K exceeds :data:`MAX_LOGITS`). Non-finite weights give non-finite losses; the
@@ -203,7 +206,7 @@ def population_losses(W, features, labels, *, n_classes: int = 10, projection=No
     phi, y = check_data(features, labels, n_classes)
     P = _check_projection(projection, phi.shape[1])
     X = _check_population(W, n_classes * weight_dim(phi, P), "W")
-    return mean_cross_entropy(X, phi, y, n_classes, P)
+    return mean_cross_entropy(X, phi, y, n_classes, P, check_dtype(dtype))
 
 
 class MiniBatchObjective:

@@ -99,9 +99,9 @@ class ImageProblem:
         if embedding is None:
             embedding = umap_embedding(dataset, n_components=n_components, seed=umap_seed, cache_dir=cache_dir)
         P = projection(d_tilde, projection_seed, n_components=embedding.train.shape[1])
-        info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate), "dtype": dtype,
-                "flipped": int(flipped.sum()), "umap_key": embedding.key, "umap_sha256": embedding.sha256,
-                "d_tilde": int(d_tilde)}
+        info = {"dataset": dataset.name, "is_stand_in": dataset.is_stand_in, "noise_rate": float(noise_rate),
+                "dtype": dtype, "flipped": int(flipped.sum()), "umap_key": embedding.key,
+                "umap_sha256": embedding.sha256, "d_tilde": int(d_tilde)}
         train_u = np.asarray(embedding.train, dtype=np.float64)
         if not 0.0 <= validation_fraction < 1.0:
             raise ValueError(f"validation_fraction must lie in [0, 1) (got {validation_fraction!r})")

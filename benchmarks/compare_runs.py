@@ -1,0 +1,144 @@
+"""Two run tables of one study against each other: did a change move any result beyond the seeds' spread?
+
+    python benchmarks/compare_runs.py OLD_RUNS.parquet NEW_RUNS.parquet [--ignore problem.dtype]
+        [--metric final.test_accuracy] [--curve curve.test_accuracy] [--claims OLD.json NEW.json]
+
+For a change that alters results without meaning to alter what they say (the image objective in
+float32, another machine's rounding): runs are matched by their configuration (study, setting,
+method, the ``problem.*`` and ``params.*`` columns, seed) less the columns ``--ignore`` names, and
+a configuration's seeds are compared as two samples.
+
+1. ``--metric`` per configuration: Welch's t-test of the seeds' values, old against new. Without a
+   change the p-values are uniform: about 5% of the configurations below 0.05 and 1% below 0.01 (the
+   configurations share their problems' seeds, so they are not independent: read these shares as
+   a check, not as one test). And the mean difference over configurations with its standard error
+   (over configurations): a systematic shift shows there even where each one is small.
+2. ``--curve``: the same test at every point of every configuration's curve (its share of points with
+   p < 0.05), and the configurations with the most such points.
+3. ``--claims``: the verdict of every claim in both claims files, side by side.
+
+Exit status 1 when a verdict differs or a run of one table has no match in the other.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+NOT_CONFIG = ("problem.directory",)  # where the data lay, not what the run computed
+
+
+def config_columns(table: pd.DataFrame, ignore) -> list[str]:
+    keys = ["study", "setting", "method"] + sorted(c for c in table.columns
+                                                   if c.startswith(("problem.", "params.")))
+    return [c for c in keys if c not in ignore and c not in NOT_CONFIG]
+
+
+def keyed(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The table with one hashable key per configuration (NaN, a parameter a method lacks, as 'unset')."""
+    out = table.copy()
+    for c in columns:
+        if c not in out:
+            out[c] = np.nan
+    out["_config"] = [json.dumps([None if _missing(v) else _plain(v) for v in row])
+                      for row in out[columns].itertuples(index=False)]
+    return out
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p of Welch's t-test; 1 where both samples are equal constants, 0 where they are
+    different constants."""
+    if np.array_equal(np.sort(a), np.sort(b)):
+        return 1.0
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return 0.0
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def compare_metric(old: pd.DataFrame, new: pd.DataFrame, metric: str) -> list[str]:
+    rows = []
+    for config, a in old.groupby("_config"):
+        b = new[new["_config"] == config]
+        x, y = a[metric].to_numpy(float), b[metric].to_numpy(float)
+        rows.append((config, welch_p(x, y), y.mean() - x.mean()))
+    p = np.array([r[1] for r in rows])
+    diff = np.array([r[2] for r in rows])
+    se = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else float("nan")
+    return [f"{metric}: {len(rows)} configurations; p < 0.05 in {np.mean(p < 0.05):.1%}, p < 0.01 in "
+            f"{np.mean(p < 0.01):.1%} (no change: about 5% and 1%); mean difference new - old "
+            f"{diff.mean():+.4g} (standard error over configurations {se:.2g}), largest |difference| "
+            f"{np.abs(diff).max():.4g}"]
+
+
+def compare_curves(old: pd.DataFrame, new: pd.DataFrame, curve: str, top: int = 5) -> list[str]:
+    outside, points, worst = 0, 0, []
+    for config, a in old.groupby("_config"):
+        b = new[new["_config"] == config]
+        x, y = np.vstack(a[curve].to_numpy()), np.vstack(b[curve].to_numpy())
+        if x.shape[1] != y.shape[1]:
+            raise SystemExit(f"error: {curve} has {x.shape[1]} points in the old table and {y.shape[1]} in the "
+                             f"new one for {config}")
+        p = np.array([welch_p(x[:, j], y[:, j]) for j in range(x.shape[1])])
+        outside += int(np.sum(p < 0.05))
+        points += p.size
+        worst.append((int(np.sum(p < 0.05)), p.size, config))
+    worst.sort(reverse=True)
+    lines = [f"{curve}: {points} curve points of {len(worst)} configurations; p < 0.05 at {outside / points:.1%} "
+             f"of them (no change: about 5%)"]
+    lines += [f"  {n} of {m} points: {config}" for n, m, config in worst[:top] if n]
+    return lines
+
+
+def compare_claims(old_path: str, new_path: str) -> tuple[list[str], bool]:
+    def verdicts(path):
+        with open(path, encoding="utf-8") as f:
+            return {c["id"]: c["verdict"] for c in json.load(f)["claims"]}
+
+    a, b = verdicts(old_path), verdicts(new_path)
+    same = a == b
+    lines = [f"claims: {'every verdict unchanged' if same else 'VERDICTS DIFFER'}"]
+    lines += [f"  {cid}: {a.get(cid, '-')} -> {b.get(cid, '-')}" for cid in sorted(set(a) | set(b))]
+    return lines, same
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--ignore", nargs="*", default=[], help="config columns that differ by design")
+    ap.add_argument("--metric", default="final.test_accuracy")
+    ap.add_argument("--curve", default="curve.test_accuracy")
+    ap.add_argument("--claims", nargs=2, metavar=("OLD", "NEW"))
+    args = ap.parse_args(argv)
+    old_table, new_table = pd.read_parquet(args.old), pd.read_parquet(args.new)
+    columns = sorted(set(config_columns(old_table, args.ignore)) | set(config_columns(new_table, args.ignore)))
+    old, new = keyed(old_table, columns + ["seed"]), keyed(new_table, columns + ["seed"])
+    unmatched = (set(old["_config"]) ^ set(new["_config"]))
+    print(f"{len(old)} old runs, {len(new)} new runs; matched by {', '.join(columns)} and seed; "
+          f"{len(unmatched)} without a match")
+    ok = not unmatched
+    old, new = keyed(old_table, columns), keyed(new_table, columns)
+    lines = compare_metric(old, new, args.metric) + compare_curves(old, new, args.curve)
+    if args.claims:
+        claim_lines, same = compare_claims(*args.claims)
+        lines += claim_lines
+        ok = ok and same
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
