@@ -8,6 +8,9 @@ float32, another machine's rounding): runs are matched by their configuration (s
 method, the ``problem.*`` and ``params.*`` columns, seed) less the columns ``--ignore`` names, and
 a configuration's seeds are compared as two samples.
 
+0. ``--metric`` per run, paired by seed (meaningful where the change keeps the seeds, as a precision
+   does: ``replication.config.COMPUTATION_KEYS``): the share of runs with the same value and the
+   median, 90th percentile and largest absolute difference.
 1. ``--metric`` per configuration: Welch's t-test of the seeds' values, old against new. Without a
    change the p-values are uniform: about 5% of the configurations below 0.05 and 1% below 0.01 (the
    configurations share their problems' seeds, so they are not independent: read these shares as
@@ -68,6 +71,13 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
+def compare_paired(old: pd.DataFrame, new: pd.DataFrame, metric: str) -> list[str]:
+    both = old[["_config", metric]].merge(new[["_config", metric]], on="_config", suffixes=("_old", "_new"))
+    diff = np.abs(both[f"{metric}_new"].to_numpy(float) - both[f"{metric}_old"].to_numpy(float))
+    return [f"{metric} per run, paired by seed: {len(both)} pairs, {np.mean(diff == 0):.1%} equal; |difference| "
+            f"median {np.median(diff):.4g}, 90th percentile {np.quantile(diff, 0.9):.4g}, largest {diff.max():.4g}"]
+
+
 def compare_metric(old: pd.DataFrame, new: pd.DataFrame, metric: str) -> list[str]:
     rows = []
     for config, a in old.groupby("_config"):
@@ -126,12 +136,17 @@ def main(argv=None) -> int:
     old_table, new_table = pd.read_parquet(args.old), pd.read_parquet(args.new)
     columns = sorted(set(config_columns(old_table, args.ignore)) | set(config_columns(new_table, args.ignore)))
     old, new = keyed(old_table, columns + ["seed"]), keyed(new_table, columns + ["seed"])
-    unmatched = (set(old["_config"]) ^ set(new["_config"]))
+    only_old, only_new = set(old["_config"]) - set(new["_config"]), set(new["_config"]) - set(old["_config"])
     print(f"{len(old)} old runs, {len(new)} new runs; matched by {', '.join(columns)} and seed; "
-          f"{len(unmatched)} without a match")
-    ok = not unmatched
+          f"{len(only_old)} old and {len(only_new)} new without a match")
+    if only_old or only_new:
+        print(f"error: the tables hold other runs (e.g. {sorted(only_old or only_new)[0]}): name the config columns "
+              "that differ by design with --ignore")
+        return 1
+    ok = True
+    lines = compare_paired(old, new, args.metric)
     old, new = keyed(old_table, columns), keyed(new_table, columns)
-    lines = compare_metric(old, new, args.metric) + compare_curves(old, new, args.curve)
+    lines += compare_metric(old, new, args.metric) + compare_curves(old, new, args.curve)
     if args.claims:
         claim_lines, same = compare_claims(*args.claims)
         lines += claim_lines

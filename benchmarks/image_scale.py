@@ -4,10 +4,11 @@
 
 1. One population loss (N = 100 candidates on a mini-batch of M = 2048, K = 10 classes) at
    d~ = 10 and 100 (d = 100, 1000), on random embeddings of the real shape (8 coordinates), in
-   four forms, measured interleaved in one process with one BLAS thread: the features
+   five forms, measured interleaved in one process with one BLAS thread: the features
    projected first, phi = u P (what the study computed before), or P folded into the weights,
    u (P W^T) (what it computes now); each with the exponential of every shifted logit, or with
-   those below ``EXP_FLOOR`` raised to it first (exact: replication/image/objective.py). Two
+   those below ``EXP_FLOOR`` raised to it first (exact: replication/image/objective.py); and the
+   folded, floored form in float32 (``image.dtype``, Fashion-MNIST's runs). Two
    kinds of weights: those of a run that learns (N(0, 1/d~)), and those of a diverged run (x 1e4,
    where most exponentials underflow). Prints milliseconds per evaluation of the population and
    the ratios against the first form.
@@ -25,8 +26,11 @@ from threadpoolctl import threadpool_limits
 from replication.image import objective
 from replication.image.features import project, projection
 
-FORMS = {"projected, every exp": (False, -np.inf), "projected, floored exp": (False, objective.EXP_FLOOR),
-         "folded, every exp": (True, -np.inf), "folded, floored exp (now)": (True, objective.EXP_FLOOR)}
+FORMS = {"projected, every exp": (False, -np.inf, "float64"),
+         "projected, floored exp": (False, objective.EXP_FLOOR, "float64"),
+         "folded, every exp": (True, -np.inf, "float64"),
+         "folded, floored exp (float64)": (True, objective.EXP_FLOOR, "float64"),
+         "folded, floored exp, float32": (True, objective.EXP_FLOOR, "float32")}
 
 
 def main(argv=None) -> None:
@@ -45,15 +49,15 @@ def main(argv=None) -> None:
                 W = rng.normal(size=(100, 10 * d_tilde)) * scale / np.sqrt(d_tilde)
                 times = {name: [] for name in FORMS}
                 for _ in range(args.reps):
-                    for name, (folded, floor) in FORMS.items():
+                    for name, (folded, floor, dtype) in FORMS.items():
                         objective.EXP_FLOOR = floor
                         t0 = time.perf_counter()
                         if folded:
-                            objective.population_losses(W, u, y, projection=P)
+                            objective.population_losses(W, u, y, projection=P, dtype=dtype)
                         else:
-                            objective.population_losses(W, phi, y)
+                            objective.population_losses(W, phi, y, dtype=dtype)
                         times[name].append(time.perf_counter() - t0)
-                objective.EXP_FLOOR = FORMS["folded, floored exp (now)"][1]
+                objective.EXP_FLOOR = FORMS["folded, floored exp (float64)"][1]
                 base = np.median(times[next(iter(FORMS))])
                 row = ", ".join(f"{name} {np.median(t) * 1e3:.2f} ms ({base / np.median(t):.2f}x)"
                                 for name, t in times.items())

@@ -321,3 +321,27 @@ def test_a_run_whose_resources_are_missing_leaves_no_lock_file(tmp_path, monkeyp
     with pytest.raises(ResourceUnavailable, match="not here"):
         execute(small_config("sabo"), tmp_path)
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_a_place_that_warns_every_iteration_shows_once_then_a_count(tmp_path, monkeypatch, recwarn, capsys):
+    """pycma's step-size adaptation warns once an iteration, each text new (its time and iteration): a run
+    shows the first and one line counting the rest, not one line per iteration; other places still show."""
+    import warnings
+
+    from baselines.ingo import INGO
+
+    tell = INGO.tell
+
+    def noisy_tell(self, X, values):
+        warnings.warn(f"sigma vanished at iteration {self.nit}", UserWarning, stacklevel=1)  # a new text each time
+        return tell(self, X, values)
+
+    monkeypatch.setattr(INGO, "tell", noisy_tell)
+    cfg = small_config("ingo", T=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        execute(cfg, tmp_path)
+        warnings.warn("after the run", UserWarning, stacklevel=1)
+    shown = [str(w.message) for w in recwarn.list]
+    assert shown == ["sigma vanished at iteration 0", "after the run"]
+    assert f"{cfg.label}: 11 more UserWarning like the one above from {__file__}:" in capsys.readouterr().err

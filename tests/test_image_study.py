@@ -176,6 +176,14 @@ def test_equal_evaluations_read_the_last_curve_point_within_the_budget():
     assert next(iter(cell.values()))["test"] == [0.7]
 
 
+def test_the_report_names_float32_losses_a_deviation():
+    from replication.image.report import _precision_text
+
+    single = {"config": {"problem": {"name": "fashion_mnist", "dtype": "float32"}}}
+    assert _precision_text([single]).startswith("losses in float32 (DEVIATION, `image.dtype`")
+    assert _precision_text([single, {"config": {"problem": {}}}]).startswith("losses in float32 and float64 (DEVIATION")
+
+
 def test_stand_in_study_end_to_end(tmp_path, monkeypatch, umap_cache):
     monkeypatch.setenv("SABO_BENCH_UMAP_CACHE", str(umap_cache))
     params_file = tmp_path / "params.yaml"
@@ -196,6 +204,7 @@ def test_stand_in_study_end_to_end(tmp_path, monkeypatch, umap_cache):
     assert main(["report", "image", *common, "--out", str(out), "--no-track"]) == 0
     md = (out / "noisy_labels.md").read_text()
     assert "digits stand-in for Fashion-MNIST" in md and "paper 76.68" in md
+    assert "examples per ask, losses in float64; N = 100" in md
     assert (out / "figures" / "noisy_labels.png").exists()
     claims = json.loads((out / "noisy_labels_claims.json").read_text())
     assert claims["dataset"] == ["digits_stand_in"] and len(claims["claims"]) == 6

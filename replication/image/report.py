@@ -412,6 +412,16 @@ def plot(selected, settings, dims, noise_rates, methods, dataset_label, path) ->
     return figures.save(fig, path)
 
 
+def _precision_text(records: list[dict]) -> str:
+    """The losses' precision (``problem.dtype``, absent: float64), named a deviation where it is not float64."""
+    dtypes = sorted({r["config"]["problem"].get("dtype", "float64") for r in records})
+    if dtypes == ["float64"]:
+        return "losses in float64"
+    return (f"losses in {' and '.join(dtypes)} (DEVIATION, `image.dtype`: the logits and their log-sum-exp in "
+            "float32, the means over the batch and every metric in float64; the paper does not say; "
+            "docs/studies/image.md)")
+
+
 def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> dict:
     p = params["image"]
     profile = p["profile"]
@@ -462,7 +472,8 @@ def report(params: dict, records: list[dict], out_dir: Path, tracker=None) -> di
            f"{p['umap']['n_components']} dimensions fitted on the training images (seed {p['umap']['seed']}); "
            f"P in R^(8 x d~) with N(0, 1/8) entries; linear classifier without bias (d = 10 d~); cross-entropy on a "
            f"fresh mini-batch of {p['batch_size'][names[0]] if names[0] in p['batch_size'] else '?'} examples per "
-           f"ask; N = {p['popsize']}{_own_populations(p, settings)}, mu0 = 0, Sigma0 = {p['sigma0'] ** 2:g} I. Grids: "
+           f"ask, {_precision_text(records)}; N = {p['popsize']}{_own_populations(p, settings)}, mu0 = 0, "
+           f"Sigma0 = {p['sigma0'] ** 2:g} I. Grids: "
            + "; ".join(f"{figures.method_label(m)}: {grid_text(g)}" for m, g in p["methods"].items())
            + ". Selection: best mean validation accuracy over seeds.", ""]
     md += ["## Claims of the paper", "", count_line(verdicts), "",

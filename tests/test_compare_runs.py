@@ -1,0 +1,53 @@
+"""benchmarks/compare_runs.py: what it finds between two run tables (a change within the seeds' spread or not)."""
+import json
+
+import numpy as np
+import pandas as pd
+from helpers import benchmark_script
+
+
+def _table(shift=0.0, noise=0.0, seed=0, dtype=None):
+    """40 configurations x 3 seeds; a seed's accuracy is the configuration's level plus a seed effect."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for lr in range(40):
+        for s in range(3):
+            base = 0.5 + 0.01 * lr + 0.02 * np.sin(7 * lr + 3 * s)
+            value = base + shift + noise * rng.standard_normal()
+            rows.append({"study": "image", "setting": "d100", "method": "ingo", "params.lr": float(lr), "seed": s,
+                         "problem.noise_rate": 0.2, **({"problem.dtype": dtype} if dtype else {}),
+                         "final.test_accuracy": value, "curve.test_accuracy": np.array([0.1, value / 2, value])})
+    return pd.DataFrame(rows)
+
+
+def _claims(path, verdict):
+    path.write_text(json.dumps({"claims": [{"id": "a", "verdict": "not reproduced"}, {"id": "b", "verdict": verdict}]}))
+    return str(path)
+
+
+def _run(tmp_path, capsys, old, new, *args):
+    old.to_parquet(tmp_path / "old.parquet")
+    new.to_parquet(tmp_path / "new.parquet")
+    rc = benchmark_script("compare_runs").main([str(tmp_path / "old.parquet"), str(tmp_path / "new.parquet"), *args])
+    return rc, capsys.readouterr().out
+
+
+def test_rounding_level_changes_pass_and_are_paired_by_seed(tmp_path, capsys):
+    claims = _claims(tmp_path / "o.json", "inconclusive"), _claims(tmp_path / "n.json", "inconclusive")
+    rc, out = _run(tmp_path, capsys, _table(), _table(noise=1e-4, dtype="float32"), "--ignore", "problem.dtype",
+                   "--claims", *claims)
+    assert rc == 0 and "0 old and 0 new without a match" in out and "every verdict unchanged" in out
+    assert "120 pairs, 0.0% equal" in out and "p < 0.05 in 0.0%" in out  # tiny against the seeds' spread
+
+
+def test_a_shift_beyond_the_seeds_spread_and_a_changed_verdict_are_found(tmp_path, capsys):
+    rc, out = _run(tmp_path, capsys, _table(), _table(shift=0.1, noise=1e-3), "--claims",
+                   _claims(tmp_path / "o.json", "inconclusive"), _claims(tmp_path / "n.json", "reproduced"))
+    assert rc == 1 and "VERDICTS DIFFER" in out and "b: inconclusive -> reproduced" in out
+    assert "p < 0.05 in 100.0%" in out and "mean difference new - old +0.1" in out
+    assert "p < 0.05 at 66.7% of them" in out  # 2 of 3 curve points moved; the first (0.1) did not
+
+
+def test_a_config_column_not_ignored_leaves_runs_unmatched(tmp_path, capsys):
+    rc, out = _run(tmp_path, capsys, _table(), _table(dtype="float32"))
+    assert rc == 1 and "120 old and 120 new without a match" in out and "with --ignore" in out
