@@ -20,7 +20,8 @@ a configuration's seeds are compared as two samples.
    p < 0.05), and the configurations with the most such points.
 3. ``--claims``: the verdict of every claim in both claims files, side by side.
 
-Exit status 1 when a verdict differs or a run of one table has no match in the other.
+Exit status 1 when a verdict differs or a run of one table has no match in the other (``--common``:
+the runs without a match are left out).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -58,7 +60,9 @@ def _missing(v) -> bool:
 
 
 def _plain(v):
-    return v.item() if hasattr(v, "item") else v
+    """A JSON-ready value; numbers as floats (a column with gaps is float, the same column without them int)."""
+    v = v.item() if hasattr(v, "item") else v
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -68,7 +72,9 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return 0.0
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    with warnings.catch_warnings():  # seeds equal up to rounding (e.g. a curve's chance-level start)
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def compare_paired(old: pd.DataFrame, new: pd.DataFrame, metric: str) -> list[str]:
@@ -132,6 +138,8 @@ def main(argv=None) -> int:
     ap.add_argument("--metric", default="final.test_accuracy")
     ap.add_argument("--curve", default="curve.test_accuracy")
     ap.add_argument("--claims", nargs=2, metavar=("OLD", "NEW"))
+    ap.add_argument("--common", action="store_true",
+                    help="compare the runs both tables hold (e.g. while the new one is still being made)")
     args = ap.parse_args(argv)
     old_table, new_table = pd.read_parquet(args.old), pd.read_parquet(args.new)
     columns = sorted(set(config_columns(old_table, args.ignore)) | set(config_columns(new_table, args.ignore)))
@@ -139,7 +147,10 @@ def main(argv=None) -> int:
     only_old, only_new = set(old["_config"]) - set(new["_config"]), set(new["_config"]) - set(old["_config"])
     print(f"{len(old)} old runs, {len(new)} new runs; matched by {', '.join(columns)} and seed; "
           f"{len(only_old)} old and {len(only_new)} new without a match")
-    if only_old or only_new:
+    if args.common:
+        old, new = old[~old["_config"].isin(only_old)], new[~new["_config"].isin(only_new)]
+        old_table, new_table = old_table.loc[old.index], new_table.loc[new.index]
+    elif only_old or only_new:
         print(f"error: the tables hold other runs (e.g. {sorted(only_old or only_new)[0]}): name the config columns "
               "that differ by design with --ignore")
         return 1

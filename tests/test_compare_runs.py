@@ -51,3 +51,12 @@ def test_a_shift_beyond_the_seeds_spread_and_a_changed_verdict_are_found(tmp_pat
 def test_a_config_column_not_ignored_leaves_runs_unmatched(tmp_path, capsys):
     rc, out = _run(tmp_path, capsys, _table(), _table(dtype="float32"))
     assert rc == 1 and "120 old and 120 new without a match" in out and "with --ignore" in out
+
+
+def test_common_compares_what_a_table_still_being_made_holds(tmp_path, capsys):
+    old, new = _table(), _table(noise=1e-4)
+    new = new[new["params.lr"] < 20]  # half the configurations so far
+    rc, out = _run(tmp_path, capsys, old, new)
+    assert rc == 1 and "60 old and 0 new without a match" in out
+    rc, out = _run(tmp_path, capsys, old, new, "--common")
+    assert rc == 0 and "60 pairs" in out and "20 configurations" in out
