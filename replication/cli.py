@@ -29,11 +29,13 @@ A report writes, beside its page, figures and claims file, the run table it was 
 from __future__ import annotations
 
 import argparse
+import collections
 import inspect
 import os
 import shlex
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,6 +196,11 @@ class SafeLogger:
             self.variants = variants(configs)
         else:
             self.variants = {}
+        # a group run is written once, when its last seed among ``configs`` has been seen (or at flush): writing
+        # it anew at every seed read back every seed's curves each time (2/3 of the logging of a 3-seed group)
+        self._seeds = collections.Counter(c.group_hash for c in configs)
+        self._seen: collections.Counter = collections.Counter()
+        self._unwritten: dict[str, tuple[dict, str]] = {}  # group hash -> a record of it, its variant
 
     def _attempt(self, what: str, call):
         if self._in_a_row >= self.MAX_FAILURES_IN_A_ROW:
@@ -212,10 +219,34 @@ class SafeLogger:
         return result
 
     def __call__(self, record: dict):
-        """Log one record: True if logged, False if MLflow had it already, None if it failed."""
-        variant = self.variants.get(record.get("group_hash"), "")  # the engine writes the group hash
-        return self._attempt(record["config_hash"],
-                             lambda: self.tracker.log_record(record, profile=self.profile, variant=variant))
+        """Log one record: True if logged, False if MLflow had it already, None if it failed.
+
+        Its group run is written when the last seed of the group among ``configs`` has been seen here,
+        else by :meth:`flush`; a seed run whose group was never written (the process stopped first) is
+        found again the next time its record comes here, and its group written then."""
+        from .tracking import LOGGED, UNGROUPED
+
+        group = record.get("group_hash")  # the engine writes the group hash
+        variant = self.variants.get(group, "")
+        outcome = self._attempt(record["config_hash"],
+                                lambda: self.tracker.log_seed(record, profile=self.profile, variant=variant))
+        if outcome in (LOGGED, UNGROUPED):
+            self._unwritten[group] = (record, variant)
+        self._seen[group] += 1
+        if self._seen[group] >= self._seeds[group]:
+            self._write_group(group)
+        return None if outcome is None else outcome == LOGGED
+
+    def _write_group(self, group) -> None:
+        if group in self._unwritten:
+            record, variant = self._unwritten.pop(group)
+            self._attempt(f"the group run of {record['config_hash']}",
+                          lambda: self.tracker.regroup(record, profile=self.profile, variant=variant))
+
+    def flush(self) -> None:
+        """Write the group runs still owed: groups not every seed of which came here (failed or unselected runs)."""
+        for group in list(self._unwritten):
+            self._write_group(group)
 
     def log_setting_artifacts(self, study: str, setting: str, paths) -> None:
         self._attempt(f"the figures of {study}/{setting}",
@@ -230,6 +261,33 @@ class SafeLogger:
         """One warning line if anything failed to log."""
         if self.failures:
             print(f"warning: {self.failures} {what} could not be logged to MLflow; {self.later}", file=sys.stderr)
+
+
+class InBackground:
+    """``fn(*args)`` computed in a daemon thread from now on; :meth:`get` waits for it (and raises what it raised).
+
+    For MLflow's import and store (2-3 s a command): a run stage's workers start meanwhile, where each
+    stage of ``dvc repro`` used to wait for both one after the other."""
+
+    def __init__(self, fn, *args):
+        self._done = threading.Event()
+        self._value = self._error = None
+
+        def work():
+            try:
+                self._value = fn(*args)
+            except BaseException as exc:  # handed to the caller of get(), in its thread
+                self._error = exc
+            finally:
+                self._done.set()
+
+        threading.Thread(target=work, name=f"sabo-bench-{fn.__name__}", daemon=True).start()
+
+    def get(self):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def make_logger(args, params: dict, later: str | None = None) -> SafeLogger | None:
@@ -364,19 +422,30 @@ def cmd_run(args) -> int:
         raise UsageError(f"no run of profile {params[args.study]['profile']!r} of study {args.study!r} matches the "
                          "selection (--allow-empty makes that exit 0, e.g. for a pipeline stage)")
     make_runs_dir(args)
-    logger = make_logger(args, params)
+    later = InBackground(make_logger, args, params)  # MLflow's import and store: seconds, while the workers start
+
+    def on_record(record: dict) -> None:
+        if (logger := later.get()) is not None:
+            logger(record)
+
     workers = args.workers if args.workers is not None else default_workers(configs)
     mode = args.progress or ("none" if args.quiet else "bar" if sys.stderr.isatty() else "lines")
     try:
         records, failures = run_configs(configs, args.runs_dir, workers=workers, executor=args.executor,
-                                        on_record=logger, progress=mode, checkpoint_every_s=args.checkpoint_every,
+                                        on_record=on_record, progress=mode, checkpoint_every_s=args.checkpoint_every,
                                         keep_going=args.keep_going, label=run_label(args),
                                         calibration=calibration(args, params, configs) if mode != "none" else ()), []
     except RunsFailed as exc:  # --keep-going: the other runs finished
         records, failures = exc.records, exc.failures
+    except Exception:  # a failed run: the groups of the runs logged are written first; a stop writes none
+        if (logger := later.get()) is not None:
+            logger.flush()
+        raise
+    logger = later.get()
     diverged = sum(r["result"]["status"] == "diverged" for r in records)
     print(f"{len(records)} runs finished ({diverged} diverged) under {args.runs_dir}/{args.study}")
     if logger is not None:
+        logger.flush()
         logger.summarize()  # a warning, exit status unchanged: tracking never fails a study
     for line in failures:
         print(f"error: {line}", file=sys.stderr)
@@ -461,6 +530,7 @@ def cmd_run_one(args) -> int:
     logger = make_logger(args, params)
     if logger is not None:
         logger(record)
+        logger.flush()
         logger.summarize()
     final = record["result"]["final"]
     print(f"{config.label}: {record['result']['status']}, " + ", ".join(f"{k} = {v:.4g}" for k, v in final.items()))
@@ -733,6 +803,7 @@ def cmd_track(args) -> int:
     every = get_study(args.study).configs(params)  # the profile's runs: their grids name the runs, their methods
     logger = SafeLogger(tracker, "run this command again once MLflow works", profile=profile, configs=every)
     outcomes = [logger(r) for r in records]
+    logger.flush()
     print(f"{outcomes.count(True)} records logged to MLflow ({tracking_uri()}), {outcomes.count(False)} already "
           f"there; {len(configs) - len(records)} of the {len(configs)} selected runs have no record yet")
     logger.summarize()

@@ -48,10 +48,17 @@ the seeds where it is finite; and for every curve metric ``<m>`` the median curv
 ``<m>_median`` (:func:`median_curve`). The median and the geometric mean are what a comparison
 can trust: one diverged seed decides the arithmetic mean alone.
 
-A group run is a function of its seed runs: when a seed run joins, the group run is written
+A group run is a function of its seed runs: when seed runs join, the group run is written
 anew (a new run with the same tags and name; the seed runs move under it, the old one is
 deleted, which MLflow's UI hides). MLflow can neither delete a metric's points nor move a
 run's start: logging a median curve again would add a second point at every step.
+:meth:`Tracker.log_record` writes the group after each seed; a command logging a study
+(``sabo-bench run``, ``track``: ``replication.cli.SafeLogger``) logs the seeds with
+:meth:`Tracker.log_seed` and writes each group once, with :meth:`Tracker.regroup`, when the last
+of its seeds has come (each rewrite reads every seed back: per seed, 2/3 of the logging of a
+3-seed group). Until its group is written with it a seed run is tagged ``sabo_bench_grouped =
+false``; a command stopped in between leaves it so, and the next one that logs its record
+(the resumed run, ``track``) writes the group.
 
 Logging is idempotent (a record whose config hash is already logged under the profile is
 skipped) and safe under concurrency: with the default SQLite store every logging call holds an
@@ -103,6 +110,10 @@ FORMAT = "2"  # the layout of the runs logged here: 2 added decades, effective v
 DECADE_KEYS = ("error", "precision")
 #: how far above its first value a run's decades are drawn; beyond, the run has blown up (BES)
 CLIP_DECADES = 3.0
+#: a seed run's tag: "false" from when it is logged until its group run is written anew with it
+GROUPED = f"{TAG}_grouped"
+#: what :meth:`Tracker.log_seed` did: logged the seed run; found it logged; found it logged with its group not written
+LOGGED, PRESENT, UNGROUPED = "logged", "present", "ungrouped"
 #: final values that are counters equal in every run of one budget: logged per seed, not aggregated
 COUNTERS = ("final_nfev", "final_nit")
 SEED_NOTE = (f"One run of one seed. Curves (`error`, `error_log10`, `f_best`, ...) are logged against Step = "
@@ -402,11 +413,26 @@ class Tracker:
 
     @_quiet
     def log_record(self, record: dict, *, profile: str, variant: str = "") -> bool:
-        """Log one run record of ``profile``; returns False if it was logged under that profile already.
+        """Log one record of ``profile`` and write its group run anew; returns False if it was logged under
+        that profile already (its group is then written anew only if it was left :data:`UNGROUPED`).
 
         ``variant`` names the grid point of the method when the profile runs it on a grid
         (:func:`variants`), so that run names stay unique. A seed run of the record in an earlier
-        :data:`FORMAT` is deleted and the record logged anew.
+        :data:`FORMAT` is deleted and the record logged anew. A caller logging many seeds of one group
+        saves the rewrites in between with :meth:`log_seed` and one :meth:`regroup`.
+        """
+        outcome = self.log_seed(record, profile=profile, variant=variant)
+        if outcome != PRESENT:
+            self.regroup(record, profile=profile, variant=variant)
+        return outcome == LOGGED
+
+    @_quiet
+    def log_seed(self, record: dict, *, profile: str, variant: str = "") -> str:
+        """Log the seed run of one record without writing its group run anew: :data:`LOGGED`; or
+        :data:`PRESENT` if it was logged under ``profile`` already, :data:`UNGROUPED` if so but its group
+        run has not been written since it joined (the process logging it stopped first).
+
+        The seed run is tagged ``sabo_bench_grouped = false`` until :meth:`regroup` writes its group.
         """
         from mlflow.entities import Metric, Param
 
@@ -414,26 +440,19 @@ class Tracker:
         with self._locked():
             exp_id = self._experiment_id(config.study)
             logged = self._find(exp_id, level="seed", profile=profile, config_hash=record["config_hash"])
-            if any(r.data.tags.get(f"{TAG}_format") == FORMAT for r in logged):
-                return False
+            for run in logged:
+                if run.data.tags.get(f"{TAG}_format") == FORMAT:
+                    return UNGROUPED if run.data.tags.get(GROUPED) == "false" else PRESENT
             for old in logged:
                 self.client.delete_run(old.info.run_id)
             group_tags = _group_tags(config, profile)
-            group_name, seed_name = _names(config, profile, variant)
+            _, seed_name = _names(config, profile, variant)
             start, end = _record_span(record)
-            curve = {**record["result"]["curve"]}
-            clipped = False
-            for key in DECADE_KEYS:
-                if key in curve:
-                    curve[f"{key}_log10"], over = decades(curve[key])
-                    clipped |= over
-            rho = effective_rho(config, curve["nit"])
-            if rho is not None:
-                curve["rho"] = rho
+            curve, clipped = _logged_curve(config, record)
             status = record["result"]["status"]
             tags = {**group_tags, f"{TAG}_level": "seed", f"{TAG}_format": FORMAT,
                     f"{TAG}_config_hash": record["config_hash"], f"{TAG}_status": status,
-                    f"{TAG}_diverged": str(status == "diverged" or clipped).lower(),
+                    f"{TAG}_diverged": str(status == "diverged" or clipped).lower(), GROUPED: "false",
                     "mlflow.note.content": SEED_NOTE, "git_revision": str(record["provenance"].get("git_revision"))}
             for env, tag in (("DVC_STAGE", "dvc_stage"), ("DVC_EXP_NAME", "dvc_exp_name"),
                              ("DVC_EXP_BASELINE_REV", "dvc_exp_baseline_rev")):
@@ -461,8 +480,18 @@ class Tracker:
             self._log_curve_artifact(run_id, record["result"]["curve"])
             # a diverged run finished what it was asked: its status is a result (tags), not a failure of the run
             self.client.set_terminated(run_id, end_time=end, status="FINISHED")
-            self._rewrite_group(exp_id, group_tags, group_name, params, [k for k in curve if k not in ("nit", "nfev")])
-            return True
+            return LOGGED
+
+    @_quiet
+    def regroup(self, record: dict, *, profile: str, variant: str = "") -> None:
+        """Write the group run of ``record``'s group (under ``profile``) anew from the seed runs logged."""
+        config = RunConfig.from_dict(record["config"])
+        curve, _ = _logged_curve(config, record)
+        group_name, _ = _names(config, profile, variant)
+        params = flatten("", {k: v for k, v in config.to_dict().items() if k != "seed"}, {})
+        with self._locked():
+            self._rewrite_group(self._experiment_id(config.study), _group_tags(config, profile), group_name, params,
+                                [k for k in curve if k not in ("nit", "nfev")])
 
     def _log_batches(self, run_id: str, metrics: list, params: list) -> None:
         for i in range(0, max(len(metrics), len(params)), 900):  # MLflow takes 1000 metrics per call
@@ -481,7 +510,7 @@ class Tracker:
 
     def _rewrite_group(self, exp_id: str, group_tags: dict, name: str, params: dict, curve_keys: list[str]) -> None:
         """Write the group run anew from its seed runs; the seed runs move under it (module docstring)."""
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Metric, Param, RunTag
 
         old = self._search(exp_id, {**group_tags, f"{TAG}_level": "group"})
         seeds = self._search(exp_id, {**group_tags, f"{TAG}_level": "seed", f"{TAG}_format": FORMAT})
@@ -516,7 +545,8 @@ class Tracker:
         self._log_batches(group_id, metrics, [Param(k, str(v)[:6000]) for k, v in params.items()])
         self.client.set_terminated(group_id, end_time=end)
         for seed in seeds:
-            self.client.set_tag(seed.info.run_id, "mlflow.parentRunId", group_id)
+            self.client.log_batch(seed.info.run_id,
+                                  tags=[RunTag("mlflow.parentRunId", group_id), RunTag(GROUPED, "true")])
         for run in old:
             self.client.delete_run(run.info.run_id)
 
@@ -573,6 +603,20 @@ def comparison_filter(query: str, excluded: list[str]) -> str:
 
 
 # ---------------------------------------------------------------------- names, times, aggregates
+def _logged_curve(config: RunConfig, record: dict) -> tuple[dict, bool]:
+    """``(curves, clipped)``: the record's curves as logged -- with the decades of :data:`DECADE_KEYS` and, for
+    SABO, the effective rho -- and whether a decades curve was clipped."""
+    curve, clipped = {**record["result"]["curve"]}, False
+    for key in DECADE_KEYS:
+        if key in curve:
+            curve[f"{key}_log10"], over = decades(curve[key])
+            clipped |= over
+    rho = effective_rho(config, curve["nit"])
+    if rho is not None:
+        curve["rho"] = rho
+    return curve, clipped
+
+
 def _group_tags(config: RunConfig, profile: str) -> dict:
     """The tags that identify a group run, and that its seed runs share."""
     return {f"{TAG}_{k}": str(v) for k, v in (

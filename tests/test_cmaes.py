@@ -116,6 +116,39 @@ def test_an_interrupted_run_resumes_to_the_record_of_pycmas_own_loop():
     assert np.array_equal(opt.mean, es.mean) and opt.sigma == es.sigma
 
 
+def test_lazy_gap_factor_is_pycmas_loop_with_the_gap_stretched_and_survives_a_restore():
+    """lazy_gap_factor = k is pycma's own loop with its sampler's lazy_update_gap times k, bit for bit, through a
+    save and restore mid-run; at k = 2 the eigendecompositions (and so the populations) differ from k = 1's."""
+    x0 = np.random.default_rng(5).uniform(0, 1, 40)
+    opt = CMAES(x0, 0.5, seed=9, lazy_gap_factor=2.0)
+    default = CMAES(x0, 0.5, seed=9)
+    es = pycma_loop(x0, 0.5, opt.popsize, 9)
+    es.sm.lazy_update_gap *= 2.0
+    assert opt._es.sm.lazy_update_gap == es.sm.lazy_update_gap == 2 * default._es.sm.lazy_update_gap > 1
+    differs = False
+    for step in range(40):
+        if step == 23:
+            opt.ask()
+            opt = CMAES.from_state_dict(loads(dumps(opt.state_dict())))
+        X, solutions, Y = opt.ask(), es.ask(), default.ask()
+        assert np.array_equal(X, np.array(solutions))
+        differs |= not np.array_equal(X, Y)
+        opt.tell(X, ellipsoid(X))
+        default.tell(Y, ellipsoid(Y))
+        es.tell(solutions, ellipsoid(X).tolist())
+        es.stop()
+    assert np.array_equal(opt.mean, es.mean) and opt.sigma == es.sigma and differs
+
+
+@pytest.mark.parametrize("value,message", [(0, "must be > 0"), (-1.0, "must be > 0"), (float("nan"), "must be a finite"),
+                                           (True, "must be a finite real number")])
+def test_lazy_gap_factor_is_validated(value, message):
+    with pytest.raises(ValueError, match=f"lazy_gap_factor {message}"):
+        CMAES(np.zeros(5), lazy_gap_factor=value)
+    with pytest.raises(ValueError, match="CMA_diagonal"):
+        CMAES(np.zeros(5), options={"CMA_diagonal": True}, lazy_gap_factor=2.0)
+
+
 class Interrupted(KeyboardInterrupt):
     pass
 

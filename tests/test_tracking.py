@@ -107,6 +107,83 @@ def test_records_are_logged_as_group_runs_with_their_seed_runs(tmp_path, uri):
     assert len(deleted) == 2 and {r.data.tags["sabo_bench_level"] for r in deleted} == {"group"}
 
 
+def _group_state(tracker):
+    """Per group hash: (n_seeds of its one active group run, the seed runs under it, their grouped tags)."""
+    levels = levels_of(tracker)
+    out = {}
+    for g in levels["group"]:
+        children = [r for r in levels["seed"] if r.data.tags.get("mlflow.parentRunId") == g.info.run_id]
+        out[g.data.tags["sabo_bench_group_hash"]] = (g.data.metrics["n_seeds"], len(children),
+                                                     {c.data.tags["sabo_bench_grouped"] for c in children})
+    return out, len(levels["seed"])
+
+
+def test_the_safe_logger_writes_each_group_run_once_when_its_last_seed_is_logged(tmp_path, uri, monkeypatch):
+    """Writing the group anew at every seed read every seed back each time; the logger of a study writes it once,
+    when the last seed of the group among its configs arrives, and the group is the same as log_record's."""
+    from helpers import small_config
+
+    from replication.cli import SafeLogger
+
+    recs = records(tmp_path, n_seeds=3)
+    configs = [small_config(m, T=30, seed=s) for m in ("sabo", "ingo") for s in range(3)]
+    tracker = Tracker(uri)
+    written = []
+    regroup = Tracker.regroup
+    monkeypatch.setattr(Tracker, "regroup", lambda self, record, **kw: (written.append(record["group_hash"]),
+                                                                        regroup(self, record, **kw)))
+    logger = SafeLogger(tracker, "later", profile="quick", configs=configs)
+    assert [logger(r) for r in recs] == [True] * 6
+    assert written == [recs[2]["group_hash"], recs[5]["group_hash"]]  # once each, at its third seed
+    state, n_seed_runs = _group_state(tracker)
+    assert n_seed_runs == 6 and state == {r["group_hash"]: (3.0, 3, {"true"}) for r in recs}
+
+    reference = Tracker(f"sqlite:///{tmp_path / 'reference.db'}")  # a seed at a time: the same group runs
+    for r in recs:
+        assert reference.log_record(r, profile="quick")
+    ours = {g.data.tags["sabo_bench_group_hash"]: g.data.metrics for g in levels_of(tracker)["group"]}
+    assert ours == {g.data.tags["sabo_bench_group_hash"]: g.data.metrics for g in levels_of(reference)["group"]}
+
+
+def test_a_group_left_unwritten_by_a_stopped_logger_is_written_when_its_records_come_again(tmp_path, uri):
+    """A logger stopped (Ctrl-C, killed) after logging seeds but before their group run: the seed runs stay
+    tagged grouped = false, and the next logger that sees their records (a resumed run, `track`) writes the
+    group, although the seeds are logged already; flush() writes a group whose last seed never came."""
+    from helpers import small_config
+
+    from replication.cli import SafeLogger
+
+    recs = records(tmp_path, n_seeds=3, methods=("sabo",))
+    configs = [small_config("sabo", T=30, seed=s) for s in range(3)]
+    tracker = Tracker(uri)
+    stopped = SafeLogger(tracker, "later", profile="quick", configs=configs)
+    assert stopped(recs[0]) and stopped(recs[1])  # then the process ends: no flush
+    assert "group" not in levels_of(tracker)
+    resumed = SafeLogger(tracker, "later", profile="quick", configs=configs)
+    assert [resumed(r) for r in recs] == [False, False, True]
+    assert _group_state(tracker) == ({recs[0]["group_hash"]: (3.0, 3, {"true"})}, 3)
+
+    partial = SafeLogger(Tracker(f"sqlite:///{tmp_path / 'partial.db'}"), "later", profile="quick", configs=configs)
+    assert partial(recs[0]) and partial(recs[1])
+    assert "group" not in levels_of(partial.tracker)
+    partial.flush()
+    assert _group_state(partial.tracker) == ({recs[0]["group_hash"]: (2.0, 2, {"true"})}, 2)
+
+
+def test_the_tracking_cost_benchmark_logs_both_ways(tmp_path, capsys):
+    """benchmarks/tracking_cost.py: per-seed and per-group logging of the same records, timed, with their ratio."""
+    from helpers import benchmark_script
+
+    from replication.config import RunConfig
+    from replication.engine import record_path
+
+    recs = records(tmp_path, n_seeds=2, methods=("sabo",))
+    folder = record_path(tmp_path / "runs", RunConfig.from_dict(recs[0]["config"])).parent
+    benchmark_script("tracking_cost").main([str(folder), "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "2 records in 1 groups" in out and "per seed" in out and "per group / per seed: " in out
+
+
 # ---------------------------------------------------------------------- item 1: profiles and names
 def test_profiles_with_different_budgets_never_collide(tmp_path, uri):
     """quick (T = 30) and ci (T = 60) runs of one setting: separate group runs, unique names, profile tags."""
@@ -637,7 +714,7 @@ def test_tracker_dying_mid_study_is_a_warning(cli, tmp_path, monkeypatch, capsys
     def dead(self, record, **kwargs):
         raise ConnectionError("tracking server went away")
 
-    monkeypatch.setattr(Tracker, "log_record", dead)
+    monkeypatch.setattr(Tracker, "log_seed", dead)
     rc, out, err = cli("run", "--quiet", capsys=capsys)
     assert rc == 0 and "2 runs finished" in out  # exit status 0: tracking never fails a study
     assert sum("tracking server went away" in w for w in warnings(err)) == 2
@@ -659,7 +736,7 @@ def test_safe_logger_stops_trying_a_dead_tracker(capsys):
     class Dead:
         calls = 0
 
-        def log_record(self, record, **kwargs):
+        def log_seed(self, record, **kwargs):
             Dead.calls += 1
             raise OSError("gone")
 

@@ -128,14 +128,19 @@ class Dataset:
 
         ``labels=False`` hashes the images only: the UMAP embedding is unsupervised, so it
         depends on the images alone, and a cached embedding stays valid for every noise rate.
+        Computed once per data set and kept (its arrays are read-only): every run looks up its
+        embedding by it, and hashing Fashion-MNIST's 70,000 images took 0.26 s of a 4.3 s run.
         """
-        h = hashlib.sha256()
-        keys = ("train_x", "test_x", "train_y", "test_y") if labels else ("train_x", "test_x")
-        for key in keys:
-            arr = getattr(self, key)
-            h.update(f"{key}:{arr.dtype.str}:{arr.shape};".encode())
-            h.update(arr.tobytes())
-        return h.hexdigest()
+        known = self.__dict__.setdefault("_checksums", {})  # the dataclass is frozen: no attribute assignment
+        if labels not in known:
+            h = hashlib.sha256()
+            keys = ("train_x", "test_x", "train_y", "test_y") if labels else ("train_x", "test_x")
+            for key in keys:
+                arr = getattr(self, key)
+                h.update(f"{key}:{arr.dtype.str}:{arr.shape};".encode())
+                h.update(arr.tobytes())
+            known[labels] = h.hexdigest()
+        return known[labels]
 
     def __repr__(self) -> str:
         tag = ", stand-in" if self.is_stand_in else ""

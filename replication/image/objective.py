@@ -154,24 +154,28 @@ def mean_cross_entropy(X: np.ndarray, phi: np.ndarray, y: np.ndarray, n_classes:
     blocks = class_blocks(X, n_classes, projection).astype(dtype, copy=False)
     phi = phi.astype(dtype, copy=False)
     total = np.zeros(n)
-    rows = max(1, MAX_LOGITS // max(1, n * n_classes))
+    rows = min(m, max(1, MAX_LOGITS // max(1, n * n_classes)))
+    floor = np.full((n_classes, rows, n), EXP_FLOOR, dtype=blocks.dtype)
     for start in range(0, m, rows):
         stop = min(m, start + rows)
         logits = np.matmul(phi[start:stop], blocks)  # (K, rows, n)
         logits -= logits.max(axis=0)  # s_k = z_k - z_max <= 0
         true = logits[y[start:stop], np.arange(stop - start)]  # s_{y_i}, (rows, n), before clipping
-        total += (log_sum_exp_shifted(logits) - true).sum(axis=0, dtype=np.float64)
+        total += (log_sum_exp_shifted(logits, floor[:, :stop - start]) - true).sum(axis=0, dtype=np.float64)
     return total / m
 
 
-def log_sum_exp_shifted(s: np.ndarray) -> np.ndarray:
+def log_sum_exp_shifted(s: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
     """log sum_k e^{s_k} over axis 0 of shifted logits s (K, rows, n), max_k s_k = 0; overwrites s.
 
     The module docstring's computation: s raised to :data:`EXP_FLOOR`, exponentiated, summed from 1
     upwards in class order, and 1 subtracted (exactly); the result is bit for bit the unclipped
-    one's, since every term below 2^-53 is added to a partial sum >= 1.
+    one's, since every term below 2^-53 is added to a partial sum >= 1. ``floor``: optionally
+    :data:`EXP_FLOOR` in an array of s's shape and dtype, to reuse across calls -- the same numbers
+    (NaN still propagates), but NumPy 2.4's ``maximum`` against an array is about 2x faster than
+    against a scalar on these arrays (float32, 10 x 131 x 100: 28 vs 64 us).
     """
-    np.maximum(s, EXP_FLOOR, out=s)
+    np.maximum(s, EXP_FLOOR if floor is None else floor, out=s)
     np.exp(s, out=s)
     total = np.ones(s.shape[1:], dtype=s.dtype)  # 1 + sum_k e^{s_k}, accumulated from 1 upwards
     for block in s:
