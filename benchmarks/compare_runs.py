@@ -20,6 +20,10 @@ a configuration's seeds are compared as two samples.
    p < 0.05), and the configurations with the most such points.
 3. ``--claims``: the verdict of every claim in both claims files, side by side.
 
+``--method`` compares only those methods' runs (the claims stay whole); ``--log10`` compares the
+metric's and the curve's decades (errors that span many: values clipped to [1e-300, 1e300] first,
+so an exact 0 or an overflow stays a number).
+
 Exit status 1 when a verdict differs or a run of one table has no match in the other (``--common``:
 the runs without a match are left out).
 """
@@ -63,6 +67,17 @@ def _plain(v):
     """A JSON-ready value; numbers as floats (a column with gaps is float, the same column without them int)."""
     v = v.item() if hasattr(v, "item") else v
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+def decades(table: pd.DataFrame, metric: str, curve: str) -> pd.DataFrame:
+    """``table`` with log10 of ``metric`` and of every ``curve`` point, values clipped to [1e-300, 1e300]."""
+    def log10(v):
+        return np.log10(np.clip(np.asarray(v, dtype=float), 1e-300, 1e300))
+
+    out = table.copy()
+    out[metric] = log10(out[metric])
+    out[curve] = [log10(c) for c in out[curve]]
+    return out
 
 
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -140,8 +155,14 @@ def main(argv=None) -> int:
     ap.add_argument("--claims", nargs=2, metavar=("OLD", "NEW"))
     ap.add_argument("--common", action="store_true",
                     help="compare the runs both tables hold (e.g. while the new one is still being made)")
+    ap.add_argument("--method", nargs="+", help="only these methods' runs")
+    ap.add_argument("--log10", action="store_true", help="compare decades of --metric and --curve")
     args = ap.parse_args(argv)
     old_table, new_table = pd.read_parquet(args.old), pd.read_parquet(args.new)
+    if args.method:
+        old_table, new_table = (t[t["method"].isin(args.method)] for t in (old_table, new_table))
+    if args.log10:
+        old_table, new_table = (decades(t, args.metric, args.curve) for t in (old_table, new_table))
     columns = sorted(set(config_columns(old_table, args.ignore)) | set(config_columns(new_table, args.ignore)))
     old, new = keyed(old_table, columns + ["seed"]), keyed(new_table, columns + ["seed"])
     only_old, only_new = set(old["_config"]) - set(new["_config"]), set(new["_config"]) - set(old["_config"])

@@ -60,3 +60,20 @@ def test_common_compares_what_a_table_still_being_made_holds(tmp_path, capsys):
     assert rc == 1 and "60 old and 0 new without a match" in out
     rc, out = _run(tmp_path, capsys, old, new, "--common")
     assert rc == 0 and "60 pairs" in out and "20 configurations" in out
+
+
+def test_decades_of_one_method_compare_errors_that_span_many(tmp_path, capsys):
+    """--log10: a factor of 10 on errors of 1e-8..1e2 is a shift of one decade in every configuration (a raw
+    difference would be ruled by the largest errors alone); --method leaves the other methods' runs out."""
+    def errors(factor):
+        table = _table().rename(columns={"final.test_accuracy": "final.error", "curve.test_accuracy": "curve.error"})
+        table["final.error"] = 10.0 ** (-8 + table["params.lr"] / 4 + table["seed"] / 10) * factor
+        table["curve.error"] = [np.array([1.0, 0.0, e]) for e in table["final.error"]]  # an exact 0 stays a number
+        other = table.assign(method="sabo")
+        return pd.concat([table, other.assign(**{"final.error": other["final.error"] * 3.0})], ignore_index=True)
+
+    rc, out = _run(tmp_path, capsys, errors(1.0), errors(10.0), "--metric", "final.error", "--curve", "curve.error",
+                   "--log10", "--method", "ingo")
+    assert rc == 0 and "120 old runs, 120 new runs" in out
+    assert "p < 0.05 in 100.0%" in out and "mean difference new - old +1 " in out
+    assert "p < 0.05 at 33.3% of them" in out  # the last point moved a decade; 1.0 and the exact 0 did not
