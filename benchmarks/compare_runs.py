@@ -82,9 +82,13 @@ def decades(table: pd.DataFrame, metric: str, curve: str) -> pd.DataFrame:
 
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided p of Welch's t-test; 1 where both samples are equal constants, 0 where they are
-    different constants."""
+    different constants. NaN is no value (a curve that ended earlier: :func:`stacked`); NaN where a
+    sample has fewer than two values left."""
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
     if np.array_equal(np.sort(a), np.sort(b)):
         return 1.0
+    if a.size < 2 or b.size < 2:
+        return float("nan")
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return 0.0
     with warnings.catch_warnings():  # seeds equal up to rounding (e.g. a curve's chance-level start)
@@ -114,15 +118,21 @@ def compare_metric(old: pd.DataFrame, new: pd.DataFrame, metric: str) -> list[st
             f"{np.abs(diff).max():.4g}"]
 
 
+def stacked(curves: list, n_old: int) -> tuple[np.ndarray, np.ndarray]:
+    """The old and the new seeds' curves as two arrays, padded with NaN to the longest: a run that diverged
+    ends its curve there (the points after it are compared among the seeds that reached them)."""
+    n = max(len(c) for c in curves)
+    rows = np.vstack([np.pad(np.asarray(c, dtype=float), (0, n - len(c)), constant_values=np.nan) for c in curves])
+    return rows[:n_old], rows[n_old:]
+
+
 def compare_curves(old: pd.DataFrame, new: pd.DataFrame, curve: str, top: int = 5) -> list[str]:
     outside, points, worst = 0, 0, []
     for config, a in old.groupby("_config"):
         b = new[new["_config"] == config]
-        x, y = np.vstack(a[curve].to_numpy()), np.vstack(b[curve].to_numpy())
-        if x.shape[1] != y.shape[1]:
-            raise SystemExit(f"error: {curve} has {x.shape[1]} points in the old table and {y.shape[1]} in the "
-                             f"new one for {config}")
+        x, y = stacked(list(a[curve]) + list(b[curve]), len(a))
         p = np.array([welch_p(x[:, j], y[:, j]) for j in range(x.shape[1])])
+        p = p[~np.isnan(p)]
         outside += int(np.sum(p < 0.05))
         points += p.size
         worst.append((int(np.sum(p < 0.05)), p.size, config))

@@ -77,3 +77,18 @@ def test_decades_of_one_method_compare_errors_that_span_many(tmp_path, capsys):
     assert rc == 0 and "120 old runs, 120 new runs" in out
     assert "p < 0.05 in 100.0%" in out and "mean difference new - old +1 " in out
     assert "p < 0.05 at 33.3% of them" in out  # the last point moved a decade; 1.0 and the exact 0 did not
+
+
+def test_curves_that_end_early_are_compared_where_the_seeds_reached(tmp_path, capsys):
+    """A diverged run's curve ends there: the curves are padded, each point compared among the seeds that reached it
+    (a point two seeds of a side did not reach is left out)."""
+    def cut(table):
+        table = table.copy()
+        table["curve.test_accuracy"] = [c[:2] if s == 0 else c for c, s in zip(table["curve.test_accuracy"],
+                                                                             table["seed"])]
+        return table
+
+    rc, out = _run(tmp_path, capsys, cut(_table()), cut(_table(shift=0.1, noise=1e-3)))
+    assert rc == 0 and "120 curve points of 40 configurations" in out  # 3 points each: seeds 1, 2 reach the last
+    share = float(out.split("p < 0.05 at ")[1].split("%")[0])
+    assert 33.3 < share <= 66.7  # the middle point moved everywhere (3 seeds), the last one (2 seeds) mostly
