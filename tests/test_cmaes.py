@@ -140,8 +140,8 @@ def test_lazy_gap_factor_is_pycmas_loop_with_the_gap_stretched_and_survives_a_re
     assert np.array_equal(opt.mean, es.mean) and opt.sigma == es.sigma and differs
 
 
-@pytest.mark.parametrize("value,message", [(0, "must be > 0"), (-1.0, "must be > 0"), (float("nan"), "must be a finite"),
-                                           (True, "must be a finite real number")])
+@pytest.mark.parametrize("value,message", [(0, "must be > 0"), (-1.0, "must be > 0"),
+                                           (float("nan"), "must be a finite"), (True, "must be a finite real number")])
 def test_lazy_gap_factor_is_validated(value, message):
     with pytest.raises(ValueError, match=f"lazy_gap_factor {message}"):
         CMAES(np.zeros(5), lazy_gap_factor=value)
